@@ -32,6 +32,9 @@ pub struct Policy {
     pub tmpdir: Option<OsString>,
     /// Compute the extra findings.
     pub extra: bool,
+    /// Extra findings fail the check; they are then logged as errors, so a
+    /// build that fails on them says why at any `NIX_DEBUG`.
+    pub strict: bool,
 }
 
 /// The compatible verdict for one link.
@@ -293,7 +296,7 @@ pub fn check_output(output: &Path, policy: &Policy, log: &Logger) -> OutputRepor
     }
     report.extra += report.walk_errors.len();
     if policy.extra {
-        log_extras(&report, log);
+        log_extras(&report, policy, log);
     }
     if report.broken() {
         log.error(
@@ -348,35 +351,40 @@ fn log_link(rec: &LinkRecord, policy: &Policy, log: &Logger) {
 
 /// Extra findings, logged as WARN lines after the compatible ones and marked
 /// so that no grep for upstream's lines can match them.
-fn log_extras(report: &OutputReport, log: &Logger) {
+fn log_extras(report: &OutputReport, policy: &Policy, log: &Logger) {
+    let level = if policy.strict { Level::Error } else { Level::Warn };
     for err in &report.walk_errors {
-        log.warn(
+        log.log(
+            level,
             &Msg::new("extra: cannot read ").p(&err.path).s(": ").s(&describe_io(&err.source)),
         );
     }
     for rec in &report.links {
         for extra in &rec.extra {
             let m = Msg::new("extra: the symlink ").p(&rec.path);
-            log.warn(&match extra {
-                Extra::Cycle { cycle } if cycle.is_empty() => {
-                    m.s(" is part of a symlink loop through a folder link")
-                }
-                Extra::Cycle { cycle } => {
-                    let mut m = m.s(" is part of a symlink cycle: ");
-                    for (i, p) in cycle.iter().chain(cycle.first()).enumerate() {
-                        m = if i == 0 { m.p(p) } else { m.s(" -> ").p(p) };
+            log.log(
+                level,
+                &match extra {
+                    Extra::Cycle { cycle } if cycle.is_empty() => {
+                        m.s(" is part of a symlink loop through a folder link")
                     }
-                    m
-                }
-                Extra::TrailingSlashToNonDirectory => {
-                    m.s(" ends in '/' but its target is not a directory (ENOTDIR at run time)")
-                }
-                Extra::ResolutionMismatch { kernel } => m
-                    .s(" resolves lexically to ")
-                    .p(rec.resolved.as_deref().unwrap_or_default())
-                    .s(" but the kernel reaches ")
-                    .s(kernel),
-            });
+                    Extra::Cycle { cycle } => {
+                        let mut m = m.s(" is part of a symlink cycle: ");
+                        for (i, p) in cycle.iter().chain(cycle.first()).enumerate() {
+                            m = if i == 0 { m.p(p) } else { m.s(" -> ").p(p) };
+                        }
+                        m
+                    }
+                    Extra::TrailingSlashToNonDirectory => {
+                        m.s(" ends in '/' but its target is not a directory (ENOTDIR at run time)")
+                    }
+                    Extra::ResolutionMismatch { kernel } => m
+                        .s(" resolves lexically to ")
+                        .p(rec.resolved.as_deref().unwrap_or_default())
+                        .s(" but the kernel reaches ")
+                        .s(kernel),
+                },
+            );
         }
     }
     if report.extra > 0 {

@@ -43,7 +43,9 @@ fn main() -> std::process::ExitCode {
 
 fn run(args: Args) -> anyhow::Result<u8> {
     let env = BuildEnv::from_env()?;
-    let log = Logger::from_env("noBrokenSymlinks").with_stderr_verbosity(args.common.verbose);
+    // Outside a build, asking for extra findings means wanting to see them.
+    let shown = args.common.verbose.max(u8::from(args.extra || args.strict));
+    let log = Logger::from_env("noBrokenSymlinks").with_stderr_verbosity(shown);
     if args.paths.is_empty() && env.flag("dontCheckForBrokenSymlinks") {
         return Ok(EXIT_OK);
     }
@@ -53,6 +55,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
         store_dir: env.store_dir(),
         tmpdir: env.tmpdir(),
         extra: args.extra || args.strict || args.common.format == Format::Json,
+        strict: args.strict,
     };
     let mut reports = Vec::new();
     let mut status = EXIT_OK;
