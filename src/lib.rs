@@ -8,10 +8,12 @@
 //! - [`log`]: setup.sh-style logging (`LEVEL: caller: message` on `$NIX_LOG_FD`).
 //! - [`buildenv`]: what a Nix build tells us: outputs, attributes, `TMPDIR`, `NIX_STORE`.
 //! - [`walk`]: the parallel, deterministic walk of output trees.
+//! - [`capabilities`]: the capability table (data) and NVIDIA's compatibility rules.
 //! - [`symlinks`]: the noBrokenSymlinks decision procedure and its extra findings.
 #![deny(missing_docs)]
 
 pub mod buildenv;
+pub mod capabilities;
 pub mod cli;
 pub mod error;
 pub mod log;
