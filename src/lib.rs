@@ -12,10 +12,13 @@
 //! - [`symlinks`]: the noBrokenSymlinks decision procedure and its extra findings.
 #![deny(missing_docs)]
 
+pub mod baseline;
 pub mod buildenv;
 pub mod capabilities;
 pub mod cli;
 pub mod error;
+pub mod finding;
 pub mod log;
+pub mod report;
 pub mod symlinks;
 pub mod walk;

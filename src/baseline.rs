@@ -1,0 +1,121 @@
+//! The ratchet: a baseline file lists known findings; an audit against it
+//! fails only on findings that are new (as nixpkgs-vet does for Nixpkgs), so
+//! a large package set can adopt the audit without fixing everything first.
+//!
+//! A finding is known when its check, path and subject (capability, RUNPATH
+//! entry, library) match a baseline entry; message wording may change freely.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::finding::Finding;
+
+/// The on-disk format (JSON, sorted, stable across runs).
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Baseline {
+    /// Format version (1).
+    pub version: u32,
+    /// Known findings, as fingerprints `check<TAB>path<TAB>subject`.
+    pub known: BTreeSet<String>,
+}
+
+/// Why a baseline could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineError {
+    /// Unreadable or unwritable.
+    #[error("{}: {}", path.display(), crate::error::describe_io(source))]
+    Io {
+        /// The baseline path.
+        path: PathBuf,
+        /// What the kernel said.
+        source: std::io::Error,
+    },
+    /// Not a baseline.
+    #[error("{}: not a cuda-elf-inspect baseline: {reason}", path.display())]
+    Invalid {
+        /// The baseline path.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl Baseline {
+    /// A baseline of these findings.
+    pub fn of(findings: &[Finding]) -> Baseline {
+        Baseline { version: 1, known: findings.iter().map(Finding::fingerprint).collect() }
+    }
+
+    /// Reads a baseline file.
+    pub fn load(path: &Path) -> Result<Baseline, BaselineError> {
+        let bytes = std::fs::read(path)
+            .map_err(|source| BaselineError::Io { path: path.to_path_buf(), source })?;
+        let b: Baseline = serde_json::from_slice(&bytes).map_err(|e| BaselineError::Invalid {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        if b.version != 1 {
+            return Err(BaselineError::Invalid {
+                path: path.to_path_buf(),
+                reason: format!("unsupported version {}", b.version),
+            });
+        }
+        Ok(b)
+    }
+
+    /// Writes the baseline atomically (temp file + rename in the same folder).
+    pub fn save(&self, path: &Path) -> Result<(), BaselineError> {
+        let io = |source| BaselineError::Io { path: path.to_path_buf(), source };
+        let mut text = serde_json::to_vec_pretty(self).map_err(|e| io(e.into()))?;
+        text.push(b'\n');
+        let tmp = path.with_file_name(format!(
+            ".{}.tmp{}",
+            path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+            std::process::id()
+        ));
+        std::fs::write(&tmp, &text).map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            io(e)
+        })
+    }
+
+    /// Splits findings into (new, number known).
+    pub fn filter(&self, findings: Vec<Finding>) -> (Vec<Finding>, usize) {
+        let before = findings.len();
+        let new: Vec<Finding> =
+            findings.into_iter().filter(|f| !self.known.contains(&f.fingerprint())).collect();
+        let known = before - new.len();
+        (new, known)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::ids;
+
+    #[test]
+    fn round_trip_hides_known_and_keeps_new() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("baseline.json");
+        let old = Finding::new(ids::PTX_ONLY_CAPABILITY, "/a.so", "m").with("capability", "9.0");
+        Baseline::of(std::slice::from_ref(&old)).save(&path).unwrap();
+        let b = Baseline::load(&path).unwrap();
+        let reworded = Finding { message: "other words".into(), ..old.clone() };
+        let new = Finding::new(ids::PTX_ONLY_CAPABILITY, "/a.so", "m").with("capability", "8.6");
+        let (left, known) = b.filter(vec![reworded, new.clone()]);
+        assert_eq!((left, known), (vec![new], 1));
+    }
+
+    #[test]
+    fn a_file_that_is_no_baseline_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.json");
+        std::fs::write(&path, "[]").unwrap();
+        let err = Baseline::load(&path).unwrap_err().to_string();
+        assert!(err.contains("b.json: not a cuda-elf-inspect baseline"), "{err}");
+    }
+}

@@ -1,0 +1,91 @@
+//! Emitters for audit results, one file per format behind one entry point.
+//!
+//! All formats render the same [`Report`]: per-file facts (whatever the
+//! audit serialises), findings, and per-file failures (files the tool could
+//! not read: reported, counted, never silently dropped).
+
+pub mod github;
+pub mod sarif;
+pub mod text;
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::finding::{Finding, Severity};
+
+/// The tool name reports carry.
+pub const TOOL: &str = "cuda-elf-inspect";
+
+/// What an audit found.
+#[derive(Debug, Serialize)]
+pub struct Report<F: Serialize> {
+    /// Per-file facts, sorted by path.
+    pub files: Vec<F>,
+    /// Findings, sorted by path then check.
+    pub findings: Vec<Finding>,
+    /// Files the tool could not examine, with the reason (`path: message`).
+    pub failures: Vec<String>,
+    /// Counts.
+    pub summary: Summary,
+}
+
+/// Counts of a report.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Files examined.
+    pub files: usize,
+    /// Error findings.
+    pub errors: usize,
+    /// Warning findings.
+    pub warnings: usize,
+    /// Info findings.
+    pub infos: usize,
+    /// Files that could not be examined.
+    pub failures: usize,
+    /// Findings hidden because the baseline knows them.
+    pub baselined: usize,
+}
+
+impl<F: Serialize> Report<F> {
+    /// Builds a report, sorting findings and counting them.
+    pub fn new(
+        files: Vec<F>,
+        mut findings: Vec<Finding>,
+        failures: Vec<String>,
+        baselined: usize,
+    ) -> Self {
+        findings
+            .sort_by(|a, b| (&a.path, &a.check, &a.message).cmp(&(&b.path, &b.check, &b.message)));
+        let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+        let summary = Summary {
+            files: files.len(),
+            errors: count(Severity::Error),
+            warnings: count(Severity::Warning),
+            infos: count(Severity::Info),
+            failures: failures.len(),
+            baselined,
+        };
+        Report { files, findings, failures, summary }
+    }
+}
+
+/// Writes the report as one pretty JSON document.
+pub fn json<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Result<()> {
+    let doc = serde_json::json!({
+        "tool": TOOL,
+        "version": env!("CARGO_PKG_VERSION"),
+        "files": report.files,
+        "findings": report.findings,
+        "failures": report.failures,
+        "summary": report.summary,
+    });
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    out.write_all(b"\n")
+}
+
+/// Replaces control characters in a path or message before it reaches a
+/// terminal or a one-line format (a file name can hold an escape sequence).
+pub fn sanitize(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { char::REPLACEMENT_CHARACTER } else { c }).collect()
+}

@@ -1,0 +1,59 @@
+//! Human text: findings grouped per file, a summary line; colour only when
+//! asked (a terminal without `NO_COLOR`).
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use super::{sanitize, Report};
+use crate::finding::{check, Severity};
+
+/// Writes findings grouped by file, each with its why and fix, then a summary.
+pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool) -> io::Result<()> {
+    let paint = |sev: Severity| -> (&str, &str) {
+        if !color {
+            return ("", "");
+        }
+        match sev {
+            Severity::Error => ("\x1b[1;31m", "\x1b[0m"),
+            Severity::Warning => ("\x1b[1;33m", "\x1b[0m"),
+            Severity::Info => ("\x1b[1;36m", "\x1b[0m"),
+        }
+    };
+    let mut current = None;
+    for f in &report.findings {
+        if current != Some(&f.path) {
+            if current.is_some() {
+                writeln!(out)?;
+            }
+            writeln!(out, "{}", sanitize(&f.path.to_string_lossy()))?;
+            current = Some(&f.path);
+        }
+        let (on, off) = paint(f.severity);
+        writeln!(out, "  {on}{}{off} [{}] {}", f.severity, f.check, sanitize(&f.message))?;
+        if let Some(c) = check(&f.check) {
+            writeln!(out, "      why: {}", c.why)?;
+            writeln!(out, "      fix: {}", c.fix)?;
+        }
+    }
+    for failure in &report.failures {
+        let (on, off) = paint(Severity::Error);
+        writeln!(out, "{on}failed{off}: {}", sanitize(failure))?;
+    }
+    let s = &report.summary;
+    if !report.findings.is_empty() || !report.failures.is_empty() {
+        writeln!(out)?;
+    }
+    write!(
+        out,
+        "{} files: {} errors, {} warnings, {} infos",
+        s.files, s.errors, s.warnings, s.infos
+    )?;
+    if s.failures > 0 {
+        write!(out, ", {} files could not be read", s.failures)?;
+    }
+    if s.baselined > 0 {
+        write!(out, " ({} known findings hidden by the baseline)", s.baselined)?;
+    }
+    writeln!(out)
+}
