@@ -35,6 +35,10 @@ pub struct Policy {
     /// Extra findings fail the check; they are then logged as errors, so a
     /// build that fails on them says why at any `NIX_DEBUG`.
     pub strict: bool,
+    /// Keep a record of every link (JSON reports). Otherwise only links that
+    /// produce a log line at the current level are kept, so memory grows with
+    /// the problems found rather than with the links in the tree.
+    pub keep_all: bool,
 }
 
 /// The compatible verdict for one link.
@@ -279,8 +283,15 @@ pub fn check_output(output: &Path, policy: &Policy, log: &Logger) -> OutputRepor
     }
     report.exists = true;
     log.info(&Msg::new("running on ").p(output));
+    let keep_every_link = policy.keep_all || log.enabled(Level::Info);
     let walked = walk::walk(output, &walk::Options::default(), |path, kind| {
-        kind.file_type.is_symlink().then(|| check_link(path, policy))
+        if !kind.file_type.is_symlink() {
+            return None;
+        }
+        let rec = check_link(path, policy);
+        let quiet =
+            matches!(rec.verdict, Verdict::Ok | Verdict::OutsideStore) && rec.extra.is_empty();
+        (keep_every_link || !quiet).then_some(rec)
     });
     report.walk_errors = walked.errors;
     for (_, rec) in walked.items {

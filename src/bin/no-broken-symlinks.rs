@@ -56,6 +56,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
         tmpdir: env.tmpdir(),
         extra: args.extra || args.strict || args.common.format == Format::Json,
         strict: args.strict,
+        keep_all: args.common.format == Format::Json,
     };
     let mut reports = Vec::new();
     let mut status = EXIT_OK;
