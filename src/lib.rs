@@ -18,6 +18,7 @@ pub mod capabilities;
 pub mod cli;
 pub mod error;
 pub mod finding;
+pub mod linkage;
 pub mod log;
 pub mod report;
 pub mod symlinks;

@@ -1,0 +1,252 @@
+//! Library resolution as the dynamic loader does it, for the audit's
+//! `unresolved-needed` check.
+//!
+//! glibc's order for a NEEDED name without a slash: DT_RPATH (only when the
+//! object has no DT_RUNPATH), `LD_LIBRARY_PATH` (ignored here: a build's
+//! result must not depend on it), DT_RUNPATH, then the cache and default
+//! folders. A Nix-built glibc has no system cache or default folders beyond
+//! its own `lib` folder, so inside the store the search ends at the
+//! interpreter's folder; for files outside the store (or with
+//! `--system-lib-dirs`) `/etc/ld.so.conf` and the usual folders count.
+//! `$ORIGIN` expands to the folder holding the object.
+//!
+//! Some sonames are provided by the machine, not by the package: glibc's own
+//! libraries and the GPU driver's (which NixOS puts in /run/opengl-driver/lib
+//! at run time). They count as resolved.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Sonames glibc provides next to its loader.
+pub const C_RUNTIME: &[&str] = &[
+    "libc.so.6",
+    "libm.so.6",
+    "libmvec.so.1",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libutil.so.1",
+    "libresolv.so.2",
+    "libanl.so.1",
+    "libnsl.so.1",
+    "libBrokenLocale.so.1",
+    "libc_malloc_debug.so.0",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+    "ld-linux.so.2",
+];
+
+/// Sonames the GPU driver provides at run time.
+pub const DRIVER: &[&str] = &[
+    "libcuda.so.1",
+    "libcuda.so",
+    "libnvidia-ml.so.1",
+    "libnvcuvid.so.1",
+    "libnvidia-encode.so.1",
+    "libnvidia-opticalflow.so.1",
+    "libnvidia-fbc.so.1",
+    "libnvidia-ptxjitcompiler.so.1",
+    "libnvidia-nvvm.so.4",
+    "libcudadebugger.so.1",
+    "libGLX_nvidia.so.0",
+    "libEGL_nvidia.so.0",
+    "libnvidia-eglcore.so.1",
+    "libnvidia-glcore.so.1",
+];
+
+/// Whether the machine, not the package, provides this soname.
+pub fn provided_by_system(name: &str) -> bool {
+    C_RUNTIME.contains(&name) || DRIVER.contains(&name)
+}
+
+/// What an object tells the loader, and where it lives.
+#[derive(Debug, Clone)]
+pub struct SearchInput<'a> {
+    /// The object's path (its folder is `$ORIGIN`).
+    pub path: &'a Path,
+    /// DT_RPATH entries.
+    pub rpath: &'a [String],
+    /// DT_RUNPATH entries (when present, DT_RPATH is ignored).
+    pub runpath: Option<&'a [String]>,
+    /// The interpreter (PT_INTERP), whose folder a Nix glibc searches last.
+    pub interpreter: Option<&'a Path>,
+    /// The host's default folders, when they apply (outside the store).
+    pub system_dirs: &'a [PathBuf],
+    /// ELF class and machine the candidate must match (64-bit?, e_machine).
+    pub class_machine: Option<(bool, u16)>,
+}
+
+/// How a NEEDED entry resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// Found at this path.
+    Found(PathBuf),
+    /// Provided by the C runtime or the GPU driver.
+    System,
+    /// Found nowhere; the folders searched, in order.
+    Missing(Vec<PathBuf>),
+}
+
+/// Expands `$ORIGIN`/`${ORIGIN}` in one search entry. Other tokens (`$LIB`,
+/// `$PLATFORM`) are left as they are: such an entry rarely holds libraries
+/// in a Nix output, and a wrong guess would hide a real miss.
+pub fn expand_origin(entry: &str, origin: &Path) -> PathBuf {
+    let o = origin.to_string_lossy();
+    PathBuf::from(entry.replace("${ORIGIN}", &o).replace("$ORIGIN", &o))
+}
+
+/// Resolves one NEEDED name.
+pub fn resolve(name: &str, input: &SearchInput<'_>) -> Resolution {
+    if provided_by_system(name) {
+        return Resolution::System;
+    }
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return if usable(&p, input.class_machine) {
+            Resolution::Found(p)
+        } else {
+            Resolution::Missing(vec![])
+        };
+    }
+    let real = std::fs::canonicalize(input.path).unwrap_or_else(|_| input.path.to_path_buf());
+    let origin = real.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let entries = match input.runpath {
+        Some(runpath) => runpath,
+        None => input.rpath,
+    };
+    dirs.extend(entries.iter().filter(|e| !e.is_empty()).map(|e| expand_origin(e, &origin)));
+    if let Some(interp) = input.interpreter.and_then(Path::parent) {
+        dirs.push(interp.to_path_buf());
+    }
+    dirs.extend(input.system_dirs.iter().cloned());
+    for dir in &dirs {
+        let candidate = dir.join(name);
+        if usable(&candidate, input.class_machine) {
+            return Resolution::Found(candidate);
+        }
+    }
+    Resolution::Missing(dirs)
+}
+
+/// Whether `path` is a file the loader would accept: it exists and, when a
+/// class and machine are given, is an ELF of that class and machine (the
+/// loader skips others and goes on searching).
+fn usable(path: &Path, class_machine: Option<(bool, u16)>) -> bool {
+    let Ok(mut file) = File::open(path) else { return false };
+    let Some((is64, machine)) = class_machine else { return true };
+    let mut head = [0u8; 20];
+    if file.read_exact(&mut head).is_err() || &head[..4] != b"\x7fELF" {
+        return false;
+    }
+    let little = head[5] == 1;
+    let m = if little {
+        u16::from_le_bytes([head[18], head[19]])
+    } else {
+        u16::from_be_bytes([head[18], head[19]])
+    };
+    (head[4] == 2) == is64 && m == machine
+}
+
+/// The host's default library folders: `/etc/ld.so.conf` (with `include`
+/// globs of plain `*.conf` form) then `/lib64`, `/lib`, `/usr/lib64`, `/usr/lib`.
+pub fn system_lib_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    read_ld_so_conf(Path::new("/etc/ld.so.conf"), &mut dirs, 0);
+    for d in [
+        "/lib64",
+        "/lib",
+        "/usr/lib64",
+        "/usr/lib",
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+    ] {
+        let d = PathBuf::from(d);
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
+    dirs
+}
+
+fn read_ld_so_conf(path: &Path, dirs: &mut Vec<PathBuf>, depth: usize) {
+    if depth > 8 {
+        return;
+    }
+    let Ok(text) = std::fs::read_to_string(path) else { return };
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if let Some(pattern) = line.strip_prefix("include").map(str::trim) {
+            // Only the `DIR/*.conf` form, which is what distributions use.
+            if let Some(dir) = pattern.strip_suffix("/*.conf") {
+                if let Ok(rd) = std::fs::read_dir(dir) {
+                    let mut files: Vec<PathBuf> = rd
+                        .filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+                        .collect();
+                    files.sort();
+                    for f in files {
+                        read_ld_so_conf(&f, dirs, depth + 1);
+                    }
+                }
+            }
+        } else if line.starts_with('/') {
+            let d = PathBuf::from(line);
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runpath_hides_rpath_and_origin_expands() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("bin")).unwrap();
+        std::fs::create_dir_all(dir.path().join("lib")).unwrap();
+        std::fs::create_dir_all(dir.path().join("other")).unwrap();
+        std::fs::write(dir.path().join("lib/libx.so.1"), b"x").unwrap();
+        std::fs::write(dir.path().join("other/liby.so.1"), b"y").unwrap();
+        let exe = dir.path().join("bin/prog");
+        std::fs::write(&exe, b"").unwrap();
+        let rpath = vec![dir.path().join("other").to_string_lossy().into_owned()];
+        let runpath = vec!["$ORIGIN/../lib".to_string()];
+        let input = SearchInput {
+            path: &exe,
+            rpath: &rpath,
+            runpath: Some(&runpath),
+            interpreter: None,
+            system_dirs: &[],
+            class_machine: None,
+        };
+        assert!(matches!(resolve("libx.so.1", &input), Resolution::Found(_)));
+        // DT_RPATH is ignored when DT_RUNPATH exists.
+        assert!(matches!(resolve("liby.so.1", &input), Resolution::Missing(_)));
+        let input = SearchInput { runpath: None, ..input };
+        assert!(matches!(resolve("liby.so.1", &input), Resolution::Found(_)));
+        assert_eq!(resolve("libcuda.so.1", &input), Resolution::System);
+        assert_eq!(resolve("libc.so.6", &input), Resolution::System);
+    }
+
+    #[test]
+    fn wrong_machine_candidates_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("libz.so"), b"not an elf at all, but long enough").unwrap();
+        let exe = dir.path().join("prog");
+        let runpath = vec![dir.path().to_string_lossy().into_owned()];
+        let input = SearchInput {
+            path: &exe,
+            rpath: &[],
+            runpath: Some(&runpath),
+            interpreter: None,
+            system_dirs: &[],
+            class_machine: Some((true, 62)),
+        };
+        assert!(matches!(resolve("libz.so", &input), Resolution::Missing(_)));
+    }
+}
