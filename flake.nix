@@ -32,7 +32,7 @@
 
       # `nix flake check`: the package's own tests (unit tests in its build,
       # the hooks in real stdenv builds).
-      checks = forAllSystems (pkgs: pkgs.nix-cuda-hooks.passthru.tests.hooks // {
+      checks = forAllSystems (pkgs: pkgs.nix-cuda-hooks.passthru.tests // {
         package = pkgs.nix-cuda-hooks;
       });
 

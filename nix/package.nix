@@ -8,7 +8,9 @@
 {
   lib,
   rustPlatform,
+  stdenv,
   callPackage,
+  testers,
 }:
 let
   cargoToml = lib.importTOML ../Cargo.toml;
@@ -49,9 +51,10 @@ rustPlatform.buildRustPackage (finalAttrs: {
 
   passthru = {
     inherit binaries;
-    tests = {
-      # The setup hooks built from this package, sourced by a real stdenv build.
-      hooks = callPackage ./tests/nixpkgs-hook-tests.nix { nix-cuda-hooks = finalAttrs.finalPackage; };
+    # The setup hooks built from this package, in real stdenv builds.
+    tests = import ./tests/nixpkgs-hook-tests.nix {
+      inherit lib stdenv callPackage testers;
+      nix-cuda-hooks = finalAttrs.finalPackage;
     };
   };
 

@@ -77,9 +77,12 @@ let
             let
               attrs = if builtins.isFunction fnOrAttrs then lib.fix fnOrAttrs else fnOrAttrs;
             in
-            mkStub "mkDerivation" (attrs.name or "${attrs.pname}-${attrs.version}") attrs {
-              inherit extraNativeBuildInputs;
-            };
+            mkStub "mkDerivation" (attrs.name or "${attrs.pname}-${attrs.version}") attrs (
+              {
+                inherit extraNativeBuildInputs;
+              }
+              // lib.optionalAttrs (attrs ? pname) { inherit (attrs) pname version; }
+            );
         }
       );
 
