@@ -72,28 +72,31 @@ test_stdenv_precedence() {
 # ---- autoAddDriverRunpath ----------------------------------------------------------
 runpath() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p'; }
 has_driver() { [[ :$(runpath "$1"): == *:/run/opengl-driver/lib:* ]]; }
-outputs_of() { cat "$work/$1.out"; }
+# output_path ATTR OUTPUT: the store path of one output of a built attribute.
+output_path() {
+  nix-build "${nix_opts[@]}" "$here/builds.nix" -A "$1.$2" "${build_args[@]}" --no-out-link 2>/dev/null
+}
 
 test_auto_add_driver_runpath() {
   local out lib
   if expect aadr-elf 0; then
-    out=$(outputs_of aadr-elf | grep -v -- '-lib$' | head -n 1)
-    lib=$(outputs_of aadr-elf | grep -- '-lib$' | head -n 1)
+    out=$(output_path aadr-elf out)
+    lib=$(output_path aadr-elf lib)
     check "aadr-elf: executable gets the driver RUNPATH" has_driver "$out/bin/hello"
     check "aadr-elf: shared library in another output gets it" has_driver "$lib/lib/libfoo.so"
     check "aadr-elf: no empty RUNPATH entry" eval '[[ :$(runpath "$out/bin/hello"): != *::* ]]'
   fi
   if expect aadr-opt-out 0; then
-    out=$(outputs_of aadr-opt-out | head -n 1)
+    out=$(output_path aadr-opt-out out)
     check "aadr-opt-out: dontUseAutoAddDriverRunpath leaves RUNPATH alone" eval '! has_driver "$out/bin/hello"'
   fi
   if expect aadr-sa 0 "structuredAttrs is enabled"; then
-    lib=$(outputs_of aadr-sa | grep -- '-lib$' | head -n 1)
+    lib=$(output_path aadr-sa lib)
     check "aadr-sa: structured attributes, lib output patched" has_driver "$lib/lib/libfoo.so"
   fi
   expect aadr-unsubstituted 100 "autoAddDriverRunpath"
   if expect together 0; then
-    out=$(outputs_of together | head -n 1)
+    out=$(output_path together out)
     check "together: hooks registered in upstream order (noBrokenSymlinks first)" \
       eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs* && $(cat "$out/registered") == *addDriverRunpath* ]]'
     check "together: ELF patched" has_driver "$out/bin/hello"

@@ -37,8 +37,14 @@ for pair in no-broken-symlinks.sh:noBrokenSymlinksHook auto-add-driver-runpath.s
       found = builtins.sort builtins.lessThan (builtins.concatMap (x: if builtins.isList x then x else [ ]) pieces);
       unique = builtins.foldl' (acc: x: if builtins.elem x acc then acc else acc ++ [ x ]) [ ] found;
       hook = $hook;
-    in hook.stub.args.script == ./hooks/$script
-       && unique == builtins.sort builtins.lessThan (builtins.attrNames hook.stub.args.substitutions)"
+      keys = builtins.attrNames hook.stub.args.substitutions;
+      unsubstituted = builtins.filter (x: !(builtins.elem x keys)) unique;
+      unused = builtins.filter (x: !(builtins.elem x unique)) keys;
+    in
+      if hook.stub.args.script != ./hooks/$script then \"the hook is not built from hooks/$script\"
+      else if unsubstituted != [ ] || unused != [ ] then
+        \"placeholders nix/hooks.nix leaves unsubstituted: \${builtins.toJSON unsubstituted}; substitutions the script does not use: \${builtins.toJSON unused}\"
+      else true"
 done
 
 # ---- nix/package.nix -----------------------------------------------------------
