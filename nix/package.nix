@@ -49,6 +49,17 @@ rustPlatform.buildRustPackage (finalAttrs: {
     "--bins"
   ];
 
+  # The hooks call these by path: fail here, not in a user's build, if one is
+  # missing.
+  postInstall = ''
+    for b in ${lib.escapeShellArgs binaries}; do
+      if [ ! -x "$out/bin/$b" ]; then
+        echo "nix-cuda-hooks: the binary $b was not built (is src/bin/$b.rs in Cargo.toml?)" >&2
+        exit 1
+      fi
+    done
+  '';
+
   passthru = {
     inherit binaries;
     # The setup hooks built from this package, in real stdenv builds.

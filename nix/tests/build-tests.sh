@@ -94,12 +94,26 @@ test_auto_add_driver_runpath() {
     lib=$(output_path aadr-sa lib)
     check "aadr-sa: structured attributes, lib output patched" has_driver "$lib/lib/libfoo.so"
   fi
-  expect aadr-unsubstituted 100 "autoAddDriverRunpath"
+  # Bad input: a clear error naming the hook (or the functions it replaces).
+  local aadr_name='re:autoAddDriverRunpath|auto-add-driver-runpath|autoFixElfFiles|addDriverRunpath'
+  expect aadr-unsubstituted 100 "$aadr_name" "@autoAddDriverRunpath@"
+  expect aadr-sa-without-json 100 "$aadr_name" "re:attrs[.]json|NIX_ATTRS_JSON_FILE"
+  if expect aadr-sourced-twice 0; then
+    out=$(output_path aadr-sourced-twice out)
+    check "aadr-sourced-twice: registered once" test "$(grep -c 'addDriverRunpath' "$out/registered")" = 1
+    check "aadr-sourced-twice: one driver entry in RUNPATH" \
+      test "$(runpath "$out/bin/hello" | tr ':' '\n' | grep -cx /run/opengl-driver/lib)" = 1
+  fi
   if expect together 0; then
     out=$(output_path together out)
     check "together: hooks registered in upstream order (noBrokenSymlinks first)" \
       eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs* && $(cat "$out/registered") == *addDriverRunpath* ]]'
     check "together: ELF patched" has_driver "$out/bin/hello"
+    if [[ -f hooks/cuda-elf-inspect.sh && -n $cuda_fixture ]]; then
+      check "together: the inspect hook registered after the other two" \
+        eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*addDriverRunpath?* ]]'
+      check "together: the CUDA library patched too" has_driver "$(output_path together lib)/lib/libkernel.so"
+    fi
   fi
   expect together-dangling 100 "$(summary 1 0 0)"
 }
@@ -112,6 +126,12 @@ test_cuda_elf_inspect() {
   expect cei-right-capability 0
   expect cei-derivation-overrides 0
   expect cei-opt-out 0
+  local cei_name='re:cudaElfInspect|cuda-elf-inspect'
+  expect cei-unsubstituted 100 "$cei_name" "@cudaElfInspect@"
+  expect cei-sa-without-json 100 "$cei_name" "re:attrs[.]json|NIX_ATTRS_JSON_FILE"
+  if expect cei-sourced-twice 0; then
+    check "cei-sourced-twice: registered once" test "$(wc -l <"$result/registered")" = 1
+  fi
 }
 
 # ---- nix/audit.nix ------------------------------------------------------------------

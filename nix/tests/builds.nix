@@ -12,6 +12,8 @@ let
   inherit (t) stdenv hooks makeSetupHook;
 
   nbs = hooks.noBrokenSymlinksHook;
+  # The inspect hook joins the combined cases once it is merged and nvcc is there.
+  withInspect = builtins.pathExists ../../hooks/cuda-elf-inspect.sh && cudaFixture != null;
 
   # A derivation whose installPhase runs `script` after creating the outputs
   # named in `make` (all outputs by default).
@@ -212,16 +214,41 @@ in
       (makeSetupHook { name = "auto-add-driver-runpath-raw"; } ../../hooks/auto-add-driver-runpath.sh)
     ];
   };
+  aadr-sourced-twice = withElf "aadr-sourced-twice" {
+    nativeBuildInputs = [
+      hooks.autoAddDriverRunpath
+      (makeSetupHook {
+        name = "auto-add-driver-runpath-hook-again";
+        substitutions.autoAddDriverRunpath = "${t.nix-cuda-hooks}/bin/auto-add-driver-runpath";
+      } ../../hooks/auto-add-driver-runpath.sh)
+    ];
+    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+  };
+  aadr-sa-without-json = withElf "aadr-sa-without-json" {
+    __structuredAttrs = true;
+    preFixup = ''rm -f "$NIX_ATTRS_JSON_FILE"'';
+  };
   # All hooks in upstream order: noBrokenSymlinks (a stdenv default, sourced
   # first), then autoAddDriverRunpath, then the inspect hook when present.
-  together = withElf "together" {
-    nativeBuildInputs = [
-      nbs
-      hooks.autoAddDriverRunpath
-    ]
-    ++ (if builtins.pathExists ../../hooks/cuda-elf-inspect.sh then [ (inspectHook [ "8.0" ]) ] else [ ]);
-    postFixup = ''echo "''${postFixupHooks[*]}" >"$out/registered"'';
-  };
+  together = withElf "together" (
+    {
+      nativeBuildInputs = [
+        nbs
+        hooks.autoAddDriverRunpath
+      ]
+      ++ (if withInspect then [ (inspectHook [ "8.0" ]) ] else [ ]);
+      postFixup = ''echo "''${postFixupHooks[*]}" >"$out/registered"'';
+    }
+    // (
+      if withInspect then
+        {
+          fixture = cudaFixture;
+          installPhase = elfScript + ''cp "$fixture" "$lib/lib/libkernel.so"'';
+        }
+      else
+        { }
+    )
+  );
   together-dangling = withElf "together-dangling" {
     nativeBuildInputs = [
       nbs
@@ -237,6 +264,24 @@ in
   cei-derivation-overrides = withCuda "cei-derivation-overrides" [ "9.0" ] { cudaCapabilities = "8.0"; };
   cei-opt-out = withCuda "cei-opt-out" [ "9.0" ] { dontInspectCudaElfFiles = true; };
   cei-sa-wrong-capability = withCuda "cei-sa-wrong-capability" [ "9.0" ] { __structuredAttrs = true; };
+  cei-sourced-twice = withCuda "cei-sourced-twice" [ "8.0" ] {
+    nativeBuildInputs = [
+      (inspectHook [ "8.0" ])
+      (hooks.mkCudaElfInspectHook {
+        cudaCapabilities = [ "8.0" ];
+        cudaForwardCompat = true;
+        cudaVersion = "13.0";
+      })
+    ];
+    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+  };
+  cei-unsubstituted = withCuda "cei-unsubstituted" [ "8.0" ] {
+    nativeBuildInputs = [ (makeSetupHook { name = "cuda-elf-inspect-hook-raw"; } ../../hooks/cuda-elf-inspect.sh) ];
+  };
+  cei-sa-without-json = withCuda "cei-sa-without-json" [ "8.0" ] {
+    __structuredAttrs = true;
+    preFixup = ''rm -f "$NIX_ATTRS_JSON_FILE"'';
+  };
 
   # ---- nix/audit.nix (built when the cuda-elf-inspect binary exists) ---------
   audit-fixture = t.audit {

@@ -56,6 +56,12 @@ eval_true "package.nix: static buildRustPackage, version from Cargo.toml, cargoL
      && builtins.elem \"$root/src\" pkg.stub.args.src.files
      && !(builtins.elem \"$root/nix\" pkg.stub.args.src.files)"
 
+eval_true "package.nix: the build checks that the hooks' three binaries are installed" "
+  let pkg = $p.nix-cuda-hooks;
+  in pkg.binaries == [ \"no-broken-symlinks\" \"auto-add-driver-runpath\" \"cuda-elf-inspect\" ]
+     && builtins.all (b: builtins.match \".*'\${b}'.*\" (builtins.replaceStrings [ \"\\n\" ] [ \" \" ] pkg.stub.args.postInstall) != null) pkg.binaries
+     && pkg.stub.args.cargoTestFlags == [ \"--lib\" \"--bins\" ]"
+
 eval_true "package.nix: meta is complete" "
   let m = $p.nix-cuda-hooks.meta;
   in builtins.all (a: m ? \${a}) [ \"description\" \"longDescription\" \"homepage\" \"changelog\" \"license\" \"mainProgram\" \"platforms\" \"maintainers\" ]

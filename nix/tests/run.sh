@@ -47,8 +47,7 @@ trap cleanup EXIT
 export NIX_STORE_DIR=$work/store NIX_STATE_DIR=$work/state NIX_LOG_DIR=$work/log
 export NIX_CONF_DIR=$work/etc NIX_PATH= HOME=$work/home
 mkdir -p "$NIX_CONF_DIR" "$HOME"
-nix_opts=(--option substituters '' --option sandbox false --option build-users-group ''
-  --option experimental-features 'nix-command')
+nix_opts=(--option substituters '' --option sandbox false --option build-users-group '')
 
 passed=0
 failed=0
@@ -123,7 +122,8 @@ build() {
   rc=$?
   result=$(head -n 1 "$work/$attr.out")
 }
-# expect ATTR STATUS [LINE...]: the build exits STATUS and its log holds every LINE.
+# expect ATTR STATUS [LINE...]: the build exits STATUS and its log holds every
+# LINE (a fixed string, or an extended regular expression after "re:").
 expect() {
   local attr=$1 status=$2 line
   shift 2
@@ -133,7 +133,13 @@ expect() {
     return 1
   fi
   for line in "$@"; do
-    if ! grep -qF -- "$line" "$log"; then
+    # A line starting with "re:" is an extended regular expression.
+    if [[ $line == re:* ]]; then
+      grep -qE -- "${line#re:}" "$log"
+    else
+      grep -qF -- "$line" "$log"
+    fi
+    if (($? != 0)); then
       fail "build $attr" "no line '$line' in log:"$'\n'"$(tail -n 25 "$log")"
       return 1
     fi
