@@ -6,6 +6,22 @@
 
 summary() { echo "ERROR: noBrokenSymlinks: found $1 dangling symlinks, $2 reflexive symlinks and $3 unreadable symlinks"; }
 
+# ---- the setup.sh stand-in -------------------------------------------------------
+test_stand_in() {
+  if expect standin-order 0 "INFO: postFixup: info from the derivation's postFixup" \
+    "INFO: probeFunction: info from a function" "WARN: probeFunction: warn from a function"; then
+    check "standin-order: phases, fixupOutput per output, own postFixup, then registered entries" \
+      test "$(tr '\n' ' ' <"$result/order")" = \
+      "build preInstall preFixup fixupOutput standin-order fixupOutput standin-order-dev postFixup function-entry string-entry "
+  fi
+  # NIX_DEBUG unset: only ERROR would show.
+  if expect standin-order-sa 0 "structuredAttrs is enabled"; then
+    refute standin-order-sa "WARN: probeFunction"
+    check "standin-order-sa: outputs from the structured attributes" \
+      grep -qx "outputs: dev out " "$result/order"
+  fi
+}
+
 # ---- noBrokenSymlinks ------------------------------------------------------------
 test_no_broken_symlinks() {
   expect nbs-dangling-absolute 100 "$(summary 1 0 0)" "points to a missing target"
@@ -154,6 +170,7 @@ test_audit() {
 }
 
 # ---- run -------------------------------------------------------------------------------
+test_stand_in
 test_no_broken_symlinks
 test_no_broken_symlinks_structured_attrs
 test_stdenv_precedence

@@ -95,6 +95,37 @@ in
   inherit (t) nix-cuda-hooks;
   hook = nbs;
 
+  # ---- the setup.sh stand-in itself --------------------------------------------
+  # Order: phases, preFixup, fixupOutput per output, the derivation's postFixup
+  # string, then the registered entries (a function, a string to eval).
+  standin-order = stdenv.mkDerivation {
+    name = "standin-order";
+    outputs = [
+      "out"
+      "dev"
+    ];
+    nativeBuildInputs = [ (makeSetupHook { name = "probe-hook"; } ./probe-hook.sh) ];
+    NIX_DEBUG = 3;
+    buildPhase = ''mkdir -p "$out" "$dev"; echo build >"$out/order"'';
+    preInstall = ''echo preInstall >>"$out/order"'';
+    preFixup = ''echo preFixup >>"$out/order"'';
+    postFixup = ''
+      echo postFixup >>"$out/order"
+      nixInfoLog "info from the derivation's postFixup"
+    '';
+  };
+  standin-order-sa = stdenv.mkDerivation {
+    name = "standin-order-sa";
+    __structuredAttrs = true;
+    outputs = [
+      "out"
+      "dev"
+    ];
+    nativeBuildInputs = [ (makeSetupHook { name = "probe-hook"; } ./probe-hook.sh) ];
+    buildPhase = ''mkdir -p "$out" "$dev"; echo build >"$out/order"'';
+    postFixup = ''echo "outputs: $(getAllOutputNames | tr ' ' '\n' | sort | tr '\n' ' ')" >>"$out/order"'';
+  };
+
   # ---- noBrokenSymlinks -------------------------------------------------------
   nbs-dangling-absolute = withOutputs "nbs-dangling-absolute" { } danglingAbs;
   nbs-dangling-relative = withOutputs "nbs-dangling-relative" { } ''

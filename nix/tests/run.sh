@@ -18,7 +18,6 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-cd "$root" || exit 2
 
 host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')
 bin_dir=${1:-$root/target/${host:-x86_64-unknown-linux-gnu}/release}
@@ -26,6 +25,7 @@ bin_dir=$(cd "$bin_dir" 2>/dev/null && pwd) || {
   echo "run.sh: no binary folder '$bin_dir'; run 'make static' first" >&2
   exit 2
 }
+cd "$root" || exit 2
 for tool in nix-build nix-instantiate; do
   command -v "$tool" >/dev/null || {
     echo "run.sh: $tool not found; run tests/tools/install.sh" >&2
