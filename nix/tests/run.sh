@@ -69,7 +69,15 @@ while IFS= read -r f; do
   else
     fail "parse $f" "$err"
   fi
-done < <(git ls-files --cached --others --exclude-standard -- '*.nix' | sort)
+done < <(
+  # Tracked and new files; outside a git checkout, every .nix but build outputs.
+  {
+    git ls-files --cached --others --exclude-standard -- '*.nix' 2>/dev/null ||
+      find . -name '*.nix' -not -path './target/*' -not -path './.tools/*' -not -path './.git/*' | sed 's|^\./||'
+  } | sort
+)
+
+((passed > 0)) || fail "parse" "no .nix file found"
 
 # ---- 2. evaluation -------------------------------------------------------------
 # eval NAME EXPR: EXPR (evaluated from the repository root) must be true.
