@@ -20,6 +20,9 @@ let
       {
         inherit name;
         dontUnpack = true;
+        # Keep the links as written: stdenv's make-symlinks-relative would
+        # rewrite absolute ones before our postFixup check.
+        dontRewriteSymlinks = true;
         installPhase = ''
           runHook preInstall
           mkdir -p "$out"
