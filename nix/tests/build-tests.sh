@@ -114,6 +114,9 @@ test_auto_add_driver_runpath() {
   local aadr_name='re:autoAddDriverRunpath|auto-add-driver-runpath|autoFixElfFiles|addDriverRunpath'
   expect aadr-unsubstituted 100 "$aadr_name" "@autoAddDriverRunpath@"
   expect aadr-sa-without-json 100 "$aadr_name" "re:attrs[.]json|NIX_ATTRS_JSON_FILE"
+  # Upstream fails on a missing output (after patching the others); the
+  # message must name it.
+  expect aadr-missing-output 100 "$aadr_name" "-aadr-missing-output-lib"
   if expect aadr-sourced-twice 0; then
     out=$(output_path aadr-sourced-twice out)
     check "aadr-sourced-twice: registered once" test "$(grep -c 'addDriverRunpath' "$out/registered")" = 1

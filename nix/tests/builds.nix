@@ -255,6 +255,14 @@ in
     ];
     postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
   };
+  # The lib output is never created: upstream's hook fails after patching the rest.
+  aadr-missing-output = withElf "aadr-missing-output" {
+    installPhase = ''
+      mkdir -p "$out/bin"
+      printf 'int main(void) { return 0; }\n' >main.c
+      gcc -o "$out/bin/hello" main.c
+    '';
+  };
   aadr-sa-without-json = withElf "aadr-sa-without-json" {
     __structuredAttrs = true;
     preFixup = ''rm -f "$NIX_ATTRS_JSON_FILE"'';
