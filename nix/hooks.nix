@@ -17,7 +17,8 @@
 #                           exports a boolean, so `[[ -n ... ]]` reads it
 #   @cudaVersion@           the set's CUDA major.minor version ("12.8")
 # The three CUDA values are defaults: a derivation that sets cudaCapabilities,
-# cudaForwardCompat or cudaVersion itself overrides them (hooks/cuda-elf-inspect.sh).
+# cudaForwardCompat or cudaMajorMinorVersion itself overrides them
+# (hooks/cuda-elf-inspect.sh).
 {
   lib,
   makeSetupHook,
