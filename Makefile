@@ -26,4 +26,5 @@ lint:
 
 test: tools static lint
 	cargo test --release --locked
+	bash nix/tests/run.sh $(STATIC_DIR)
 	bash benches/compare.sh --quick

@@ -28,8 +28,18 @@ noBrokenSymlinksInAllOutputs() {
       "nix-cuda-hooks' nix/hooks.nix (makeSetupHook substitutes the path)" >&2
     exit 2
   fi
+  # With structured attributes the outputs are only listed in the JSON file;
+  # without it the binary would see the exported $out alone and check less.
+  local -r attrs="${NIX_ATTRS_JSON_FILE:-${NIX_BUILD_TOP:-.}/.attrs.json}"
+  if [[ -n ${__structuredAttrs-} && ! -f $attrs ]]; then
+    echo "noBrokenSymlinks: ERROR: __structuredAttrs is set but the attributes file '$attrs' does not exist;" \
+      "run the phases where Nix wrote it (nix-build, nix develop or nix-shell set NIX_ATTRS_JSON_FILE)," \
+      "or export NIX_ATTRS_JSON_FILE with its path" >&2
+    exit 2
+  fi
   # The binary reads the outputs from the environment ($outputs and each output's
-  # variable, or the structured attributes file). Logging variables may be plain
-  # shell variables: hand them over explicitly.
-  NIX_LOG_FD="${NIX_LOG_FD-}" NIX_DEBUG="${NIX_DEBUG-}" "$bin" || exit $?
+  # variable, or the structured attributes file). Logging variables and
+  # setup.sh's __structuredAttrs may be plain shell variables: hand them over.
+  NIX_LOG_FD="${NIX_LOG_FD-}" NIX_DEBUG="${NIX_DEBUG-}" __structuredAttrs="${__structuredAttrs-}" \
+    "$bin" || exit $?
 }

@@ -1,0 +1,114 @@
+# The setup hooks, as Nixpkgs packages them: `makeSetupHook` writes
+# hooks/<name>.sh to $out/nix-support/setup-hook with its placeholders
+# substituted, and a package that lists the hook in nativeBuildInputs sources
+# it. Call with callPackage and the binaries package:
+#
+#   hooks = pkgs.callPackage ./nix/hooks.nix { nix-cuda-hooks = pkgs.pkgsStatic.callPackage ./nix/package.nix { }; };
+#
+# Placeholders (each hook fails with a message naming itself and this file
+# when one is left unsubstituted):
+#   @noBrokenSymlinks@      path of the no-broken-symlinks binary
+#   @autoAddDriverRunpath@  path of the auto-add-driver-runpath binary
+#   @cudaElfInspect@        path of the cuda-elf-inspect binary
+#   @cudaCapabilities@      the CUDA package set's capabilities, ";"-separated
+#                           ("8.6;9.0", the form `--cuda-capabilities` takes)
+#   @cudaForwardCompat@     "1" when forward compatibility (a PTX target for the
+#                           last capability) is on, "" when off: the way Nix
+#                           exports a boolean, so `[[ -n ... ]]` reads it
+#   @cudaVersion@           the set's CUDA major.minor version ("12.8")
+# The three CUDA values are defaults: a derivation that sets cudaCapabilities,
+# cudaForwardCompat or cudaMajorMinorVersion itself overrides them
+# (hooks/cuda-elf-inspect.sh).
+{
+  lib,
+  makeSetupHook,
+  nix-cuda-hooks,
+  # A CUDA package set, for cudaElfInspectHook's defaults; null outside one.
+  cudaPackages ? null,
+}:
+let
+  bin = lib.getExe' nix-cuda-hooks;
+
+  meta = description: {
+    inherit description;
+    inherit (nix-cuda-hooks.meta) homepage license platforms;
+  };
+
+  # A CUDA package set's policy, read where the Nixpkgs of the day keeps it:
+  # cudaStdenv/backendStdenv carry cudaCapabilities (the user's list or the
+  # set's default) and cudaForwardCompat; older sets had them in `flags`.
+  cudaPolicyOf =
+    cudaPackages:
+    let
+      std = cudaPackages.cudaStdenv or cudaPackages.backendStdenv or { };
+      flags = cudaPackages.flags or { };
+    in
+    {
+      cudaCapabilities =
+        std.cudaCapabilities or flags.cudaCapabilities
+          or (throw "nix-cuda-hooks: cannot find cudaCapabilities in this CUDA package set");
+      cudaForwardCompat = std.cudaForwardCompat or flags.cudaForwardCompat or true;
+      cudaVersion =
+        cudaPackages.cudaMajorMinorVersion or cudaPackages.cudaVersion
+          or (throw "nix-cuda-hooks: cannot find the CUDA version of this CUDA package set");
+    };
+
+  mkCudaElfInspectHook =
+    {
+      cudaCapabilities,
+      cudaForwardCompat ? true,
+      cudaVersion,
+    }:
+    assert lib.elem (builtins.typeOf cudaCapabilities) [ "list" ]
+      || throw "mkCudaElfInspectHook: cudaCapabilities must be a list of strings like [ \"8.6\" \"9.0\" ]";
+    makeSetupHook {
+      name = "cuda-elf-inspect-hook";
+      substitutions = {
+        cudaElfInspect = bin "cuda-elf-inspect";
+        cudaCapabilities = lib.concatStringsSep ";" cudaCapabilities;
+        cudaForwardCompat = if cudaForwardCompat then "1" else "";
+        inherit cudaVersion;
+      };
+      passthru = {
+        inherit cudaCapabilities cudaForwardCompat cudaVersion;
+      };
+      meta = meta "Fails a CUDA build whose ELF files lack GPU code for the requested cudaCapabilities";
+    } ../hooks/cuda-elf-inspect.sh;
+
+  noBrokenSymlinksHook = makeSetupHook {
+    name = "no-broken-symlinks-hook";
+    substitutions.noBrokenSymlinks = bin "no-broken-symlinks";
+    meta = meta "Fails the build when an output holds dangling or reflexive symlinks (fast noBrokenSymlinks)";
+  } ../hooks/no-broken-symlinks.sh;
+in
+{
+  inherit noBrokenSymlinksHook mkCudaElfInspectHook cudaPolicyOf;
+
+  # Drop-in for Nixpkgs' autoAddDriverRunpath (same registration in
+  # postFixupHooks, same opt-out dontUseAutoAddDriverRunpath).
+  autoAddDriverRunpath = makeSetupHook {
+    name = "auto-add-driver-runpath-hook";
+    substitutions.autoAddDriverRunpath = bin "auto-add-driver-runpath";
+    meta = meta "Adds the driver directory (/run/opengl-driver/lib) to the RUNPATH of every dynamic ELF file in the outputs";
+  } ../hooks/auto-add-driver-runpath.sh;
+
+  # The inspect hook with the given CUDA package set's policy.
+  cudaElfInspectHook =
+    if cudaPackages == null then
+      throw "nix-cuda-hooks: cudaElfInspectHook needs a CUDA package set; use cudaPackages.cudaElfInspectHook (nix/overlay.nix) or mkCudaElfInspectHook"
+    else
+      mkCudaElfInspectHook (cudaPolicyOf cudaPackages);
+
+  # Nixpkgs' noBrokenSymlinks is not a package but a file that every stdenv
+  # sources first (defaultNativeBuildInputs), and it sets the guard
+  # `noBrokenSymlinksHookInstalled`, so adding ours to nativeBuildInputs alone
+  # does nothing. This stdenv adapter puts ours in extraNativeBuildInputs,
+  # which stdenv lists before its own hooks: ours is sourced first, registers,
+  # and the upstream file then sees the guard and skips. Changing a stdenv
+  # rebuilds everything built with it: opt in per stdenv.
+  withNoBrokenSymlinksHook =
+    stdenv:
+    stdenv.override (old: {
+      extraNativeBuildInputs = [ noBrokenSymlinksHook ] ++ (old.extraNativeBuildInputs or [ ]);
+    });
+}

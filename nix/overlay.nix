@@ -1,0 +1,70 @@
+# The nix-cuda-hooks overlay.
+#
+# What it changes:
+#   - `autoAddDriverRunpath` becomes ours (same interface: add it to
+#     nativeBuildInputs; opt out with dontUseAutoAddDriverRunpath). Every CUDA
+#     package in Nixpkgs takes it from the top level, so all of them switch.
+#     This rebuilds the packages that use it (their inputs change).
+#   - every CUDA package set (cudaPackages, cudaPackages_12_8, ...) gains
+#     `cudaElfInspectHook`, built with that set's cudaCapabilities,
+#     cudaForwardCompat and CUDA version. Nothing uses it until a package adds
+#     it to nativeBuildInputs.
+#   - `nix-cuda-hooks` (the static binaries), `nixCudaHooks` (the hooks and
+#     helpers of nix/hooks.nix) and `nixCudaHooksAudit` (nix/audit.nix) are
+#     added.
+#   - Nixpkgs' own noBrokenSymlinks check is NOT replaced by default: it is
+#     part of every stdenv and swapping it rebuilds the world. Opt in per
+#     stdenv with `final.nixCudaHooks.withNoBrokenSymlinksHook`, e.g. in your
+#     own overlay:
+#       final: prev: { stdenv = final.nixCudaHooks.withNoBrokenSymlinksHook prev.stdenv; }
+#     (or only for CUDA packages, by passing such a stdenv to them).
+#
+# How to enable it:
+#   flake:              nixpkgs.overlays = [ nix-cuda-hooks.overlays.default ];
+#   configuration.nix:  nixpkgs.overlays = [ (import /path/to/nix-cuda-hooks/nix/overlay.nix) ];
+#   plain Nix:          import <nixpkgs> { overlays = [ (import ./nix/overlay.nix) ]; }
+# How to go back: remove it from the overlays list; nothing else keeps state.
+# To keep the new attributes but Nixpkgs' autoAddDriverRunpath, add after it:
+#   final: prev: { autoAddDriverRunpath = prev.nixCudaHooks.upstream.autoAddDriverRunpath; }
+final: prev:
+let
+  inherit (prev) lib;
+
+  hooksFor =
+    cudaPackages:
+    final.callPackage ./hooks.nix {
+      inherit (final) nix-cuda-hooks;
+      inherit cudaPackages;
+    };
+
+  # Adds cudaElfInspectHook to a CUDA package set.
+  cudaExtension = finalCuda: _prevCuda: {
+    cudaElfInspectHook = (hooksFor finalCuda).cudaElfInspectHook;
+  };
+in
+{
+  nix-cuda-hooks = final.pkgsStatic.callPackage ./package.nix { };
+
+  nixCudaHooks = hooksFor null // {
+    # What the overlay replaced, to go back per attribute.
+    upstream = {
+      inherit (prev) autoAddDriverRunpath;
+    };
+  };
+
+  nixCudaHooksAudit = final.callPackage ./audit.nix { inherit (final) nix-cuda-hooks; };
+
+  autoAddDriverRunpath = final.nixCudaHooks.autoAddDriverRunpath;
+}
+# Current Nixpkgs applies `_cuda.extensions` to every CUDA package set; older
+# ones had `cudaPackagesExtensions`.
+// lib.optionalAttrs (prev ? _cuda) {
+  _cuda = prev._cuda.extend (
+    _: prevCuda: {
+      extensions = (prevCuda.extensions or [ ]) ++ [ cudaExtension ];
+    }
+  );
+}
+// lib.optionalAttrs (!(prev ? _cuda) && prev ? cudaPackagesExtensions) {
+  cudaPackagesExtensions = prev.cudaPackagesExtensions ++ [ cudaExtension ];
+}

@@ -1,0 +1,215 @@
+# shellcheck shell=bash
+# Real-build tests, sourced by nix/tests/run.sh (which defines build, expect,
+# refute, check, pass, fail, $log, $result, $rc, $work, $bin_dir,
+# $cuda_fixture). Each case is an attribute of nix/tests/builds.nix. A failing
+# builder makes nix-build exit 100.
+
+summary() { echo "ERROR: noBrokenSymlinks: found $1 dangling symlinks, $2 reflexive symlinks and $3 unreadable symlinks"; }
+
+# ---- the setup.sh stand-in -------------------------------------------------------
+test_stand_in() {
+  if expect standin-order 0 "INFO: postFixup: info from the derivation's postFixup" \
+    "INFO: probeFunction: info from a function" "WARN: probeFunction: warn from a function"; then
+    check "standin-order: phases, fixupOutput per output, own postFixup, then registered entries" \
+      test "$(tr '\n' ' ' <"$result/order")" = \
+      "build preInstall preFixup fixupOutput standin-order fixupOutput standin-order-dev postFixup function-entry string-entry "
+  fi
+  # NIX_DEBUG unset: only ERROR would show.
+  if expect standin-order-sa 0 "structuredAttrs is enabled"; then
+    refute standin-order-sa "WARN: probeFunction"
+    check "standin-order-sa: outputs from the structured attributes" \
+      grep -qx "outputs: dev out " "$result/order"
+  fi
+}
+
+# ---- noBrokenSymlinks ------------------------------------------------------------
+test_no_broken_symlinks() {
+  expect nbs-dangling-absolute 100 "$(summary 1 0 0)" "points to a missing target"
+  expect nbs-dangling-relative 100 "$(summary 1 0 0)"
+  expect nbs-reflexive 100 "$(summary 0 1 0)" "is reflexive"
+  expect nbs-both 100 "$(summary 1 1 0)"
+  expect nbs-tmpdir 100 "$(summary 1 0 0)" "directory:"
+  expect nbs-valid 0
+  expect nbs-outside-store 0
+  expect nbs-opt-out 0
+  # Nix exports false as "": not an opt-out.
+  expect nbs-opt-out-false 100 "$(summary 1 0 0)"
+  expect nbs-made-in-postfixup 100 "$(summary 1 0 0)"
+  if expect nbs-multiple-outputs 100 "$(summary 1 0 0)" "INFO: noBrokenSymlinks: running on"; then
+    # Outputs in order, each checked until the broken one.
+    check "nbs-multiple-outputs: outputs checked in order out, dev, lib" \
+      test "$(grep -o 'running on [^ ]*' "$log" | sed 's/.*-nbs-multiple-outputs//' | tr '\n' ' ')" = " -dev -lib "
+  fi
+  if expect nbs-stops-at-first-output 100 "$(summary 1 0 0)"; then
+    check "nbs-stops-at-first-output: one summary, the build stops at the first broken output" \
+      test "$(grep -c 'found .* dangling symlinks' "$log")" = 1
+  fi
+  if expect nbs-logs-info 0 "INFO: noBrokenSymlinks: running on" "points to relative target file"; then
+    refute nbs-logs-info "ERROR:"
+  fi
+  if expect nbs-sourced-twice 0 "skipping because the hook has been propagated more than once"; then
+    check "nbs-sourced-twice: postFixupHooks holds the hook once" \
+      test "$(cat "$result/registered")" = noBrokenSymlinksInAllOutputs
+    check "nbs-sourced-twice: the check ran once" test "$(grep -c 'INFO: noBrokenSymlinks: running on' "$log")" = 1
+  fi
+  expect nbs-unsubstituted 100 "noBrokenSymlinks: ERROR: the binary '@noBrokenSymlinks@' is not executable" \
+    "nix/hooks.nix"
+  # An output the build did not create: the hook warns and goes on (upstream),
+  # and Nix fails the build naming the output.
+  build nbs-missing-output
+  if [[ $rc != 0 ]] && grep -qF "WARN: noBrokenSymlinks: skipping non-existent output" "$log" &&
+    grep -q "failed to produce output path for output 'dev'" "$log"; then
+    pass "build nbs-missing-output (exit $rc: hook warned, Nix named the output)"
+  else
+    fail "build nbs-missing-output" "exit $rc; log:"$'\n'"$(tail -n 20 "$log")"
+  fi
+}
+
+test_no_broken_symlinks_structured_attrs() {
+  expect nbs-sa-dangling 100 "structuredAttrs is enabled" "$(summary 1 0 0)"
+  expect nbs-sa-opt-out 0 "structuredAttrs is enabled"
+  expect nbs-sa-valid 0 "structuredAttrs is enabled"
+  expect nbs-sa-multiple-outputs 100 "$(summary 1 0 0)" "-nbs-sa-multiple-outputs-dev/dangling"
+  expect nbs-sa-without-json 100 "noBrokenSymlinks: ERROR: __structuredAttrs is set but the attributes file" \
+    "export NIX_ATTRS_JSON_FILE"
+}
+
+test_stdenv_precedence() {
+  # Documents why withNoBrokenSymlinksHook exists: in nativeBuildInputs only,
+  # ours is shadowed by the stdenv's own hook (sourced first).
+  if expect nbs-stdenv-nativeBuildInputs-only 0 "upstream noBrokenSymlinks stand-in ran"; then
+    refute nbs-stdenv-nativeBuildInputs-only "found 1 dangling"
+  fi
+  if expect nbs-stdenv-adapter 100 "$(summary 1 0 0)" "skipping because the hook has been propagated more than once"; then
+    refute nbs-stdenv-adapter "upstream noBrokenSymlinks stand-in ran"
+  fi
+}
+
+# ---- autoAddDriverRunpath ----------------------------------------------------------
+runpath() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p'; }
+has_driver() { [[ :$(runpath "$1"): == *:/run/opengl-driver/lib:* ]]; }
+# output_path ATTR OUTPUT: the store path of one output of a built attribute.
+output_path() {
+  nix-build "${nix_opts[@]}" "$here/builds.nix" -A "$1.$2" "${build_args[@]}" --no-out-link 2>/dev/null
+}
+
+test_auto_add_driver_runpath() {
+  local out lib
+  if expect aadr-elf 0; then
+    out=$(output_path aadr-elf out)
+    lib=$(output_path aadr-elf lib)
+    check "aadr-elf: executable gets the driver RUNPATH" has_driver "$out/bin/hello"
+    check "aadr-elf: shared library in another output gets it" has_driver "$lib/lib/libfoo.so"
+    check "aadr-elf: no empty RUNPATH entry" eval '[[ :$(runpath "$out/bin/hello"): != *::* ]]'
+  fi
+  if expect aadr-opt-out 0; then
+    out=$(output_path aadr-opt-out out)
+    check "aadr-opt-out: dontUseAutoAddDriverRunpath leaves RUNPATH alone" eval '! has_driver "$out/bin/hello"'
+  fi
+  if expect aadr-sa 0 "structuredAttrs is enabled"; then
+    lib=$(output_path aadr-sa lib)
+    check "aadr-sa: structured attributes, lib output patched" has_driver "$lib/lib/libfoo.so"
+  fi
+  # Bad input: a clear error naming the hook (or the functions it replaces).
+  local aadr_name='re:autoAddDriverRunpath|auto-add-driver-runpath|autoFixElfFiles|addDriverRunpath'
+  expect aadr-unsubstituted 100 "$aadr_name" "@autoAddDriverRunpath@"
+  expect aadr-sa-without-json 100 "$aadr_name" "re:attrs[.]json|NIX_ATTRS_JSON_FILE"
+  # Upstream fails on a missing output (after patching the others); the
+  # message must name it.
+  expect aadr-missing-output 100 "$aadr_name" "-aadr-missing-output-lib"
+  if expect aadr-sourced-twice 0; then
+    out=$(output_path aadr-sourced-twice out)
+    check "aadr-sourced-twice: registered once" test "$(grep -c 'addDriverRunpath' "$out/registered")" = 1
+    check "aadr-sourced-twice: one driver entry in RUNPATH" \
+      test "$(runpath "$out/bin/hello" | tr ':' '\n' | grep -cx /run/opengl-driver/lib)" = 1
+  fi
+  if expect together 0; then
+    out=$(output_path together out)
+    check "together: hooks registered in upstream order (noBrokenSymlinks first)" \
+      eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs* && $(cat "$out/registered") == *addDriverRunpath* ]]'
+    check "together: ELF patched" has_driver "$out/bin/hello"
+    if [[ -f hooks/cuda-elf-inspect.sh && -n $cuda_fixture ]]; then
+      check "together: the inspect hook registered after the other two" \
+        eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*addDriverRunpath?* ]]'
+      check "together: the CUDA library patched too" has_driver "$(output_path together lib)/lib/libkernel.so"
+    fi
+  fi
+  expect together-dangling 100 "$(summary 1 0 0)"
+}
+
+# ---- cudaElfInspectHook ---------------------------------------------------------------
+test_cuda_elf_inspect() {
+  expect cei-wrong-capability 100 "cudaElfInspect"
+  expect cei-sa-wrong-capability 100 "cudaElfInspect"
+  expect cei-warn-only 0
+  expect cei-right-capability 0
+  expect cei-derivation-overrides 0
+  expect cei-opt-out 0
+  local cei_name='re:cudaElfInspect|cuda-elf-inspect'
+  expect cei-unsubstituted 100 "$cei_name" "@cudaElfInspect@"
+  expect cei-sa-without-json 100 "$cei_name" "re:attrs[.]json|NIX_ATTRS_JSON_FILE"
+  if expect cei-sourced-twice 0; then
+    check "cei-sourced-twice: registered once" test "$(wc -l <"$result/registered")" = 1
+  fi
+}
+
+# ---- nix/audit.nix ------------------------------------------------------------------
+test_audit() {
+  local products
+  if expect audit-fixture 0; then
+    products=$result/nix-support/hydra-build-products
+    check "audit: hydra-build-products lists the JSON and SARIF reports" \
+      eval 'grep -qx "report json $result/report.json" "$products" && grep -qx "report sarif $result/report.sarif" "$products"'
+    check "audit: the JSON report is JSON" python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$result/report.json"
+    check "audit: the SARIF report is SARIF 2.1.0" python3 -c \
+      'import json,sys; assert json.load(open(sys.argv[1]))["version"] == "2.1.0"' "$result/report.sarif"
+    check "audit: no findings, not marked failed" test ! -e "$result/nix-support/failed"
+  fi
+  if expect audit-fixture-findings 0; then
+    check "audit: findings mark the build failed for Hydra, reports kept" \
+      eval 'test -e "$result/nix-support/failed" && test -s "$result/report.json"'
+  fi
+  expect audit-fixture-strict 100 "failOnFindings is set"
+}
+
+# ---- run -------------------------------------------------------------------------------
+test_stand_in
+test_no_broken_symlinks
+test_no_broken_symlinks_structured_attrs
+test_stdenv_precedence
+
+# The hooks being written in parallel: run once their hook file is merged;
+# from then on a missing binary or prerequisite is a failure, not a skip.
+requires() {
+  local what=$1
+  shift
+  local missing=()
+  local p
+  for p in "$@"; do
+    [[ -e $p ]] || missing+=("$p")
+  done
+  if ((${#missing[@]} > 0)); then
+    fail "$what" "missing: ${missing[*]}"
+    return 1
+  fi
+}
+if [[ -f hooks/auto-add-driver-runpath.sh ]]; then
+  requires "autoAddDriverRunpath prerequisites" "$bin_dir/auto-add-driver-runpath" && test_auto_add_driver_runpath
+else
+  echo "note: hooks/auto-add-driver-runpath.sh not merged yet; its build tests wait for it"
+fi
+# The inspect hook may land before its binary: its cases (and audit.nix's) run
+# once Cargo.toml declares the binary, and then require it built.
+declared_bin() { grep -Eq "^name = \"$1\"" Cargo.toml; }
+if declared_bin cuda-elf-inspect || [[ -x $bin_dir/cuda-elf-inspect ]]; then
+  if [[ -f hooks/cuda-elf-inspect.sh ]]; then
+    requires "cudaElfInspectHook prerequisites (binary, nvcc fixture)" "$bin_dir/cuda-elf-inspect" \
+      "${cuda_fixture:-.tools/cuda/bin/nvcc}" && test_cuda_elf_inspect
+  else
+    echo "note: hooks/cuda-elf-inspect.sh not merged yet; its build tests wait for it"
+  fi
+  requires "audit prerequisites (binary, nvcc fixture)" "$bin_dir/cuda-elf-inspect" \
+    "${cuda_fixture:-.tools/cuda/bin/nvcc}" && test_audit
+else
+  echo "note: the cuda-elf-inspect binary is not in Cargo.toml yet; the cudaElfInspectHook and audit.nix build tests wait for it"
+fi

@@ -1,0 +1,339 @@
+# The derivations nix/tests/run.sh really builds (one attribute per case;
+# run.sh says what each must do). The hooks come from nix/hooks.nix itself,
+# built by the makeSetupHook stand-in of ./lib.nix.
+{
+  binDir,
+  # A CUDA shared library built for sm_80 only (run.sh builds it with nvcc),
+  # or null when nvcc is not installed.
+  cudaFixture ? null,
+}:
+let
+  t = import ./lib.nix { inherit binDir; };
+  inherit (t) stdenv hooks makeSetupHook;
+
+  nbs = hooks.noBrokenSymlinksHook;
+  # The inspect hook joins the combined cases once it is merged and nvcc is there.
+  withInspect = builtins.pathExists ../../hooks/cuda-elf-inspect.sh && cudaFixture != null;
+
+  # A derivation whose installPhase runs `script` after creating the outputs
+  # named in `make` (all outputs by default).
+  withOutputs =
+    name: attrs: script:
+    stdenv.mkDerivation (
+      {
+        inherit name;
+        nativeBuildInputs = [ nbs ];
+        installPhase = ''
+          for o in $(getAllOutputNames); do
+            case " ''${make:-$(getAllOutputNames)} " in
+              *" $o "*) mkdir -p "''${!o}" ;;
+            esac
+          done
+          ${script}
+        '';
+      }
+      // attrs
+    );
+
+  danglingAbs = ''ln -s "$out/missing" "$out/dangling"'';
+
+  # The same hook script packaged twice (as when two inputs propagate it).
+  nbsAgain = makeSetupHook {
+    name = "no-broken-symlinks-hook-again";
+    substitutions.noBrokenSymlinks = "${t.nix-cuda-hooks}/bin/no-broken-symlinks";
+  } ../../hooks/no-broken-symlinks.sh;
+
+  # The hook with its placeholder left in.
+  nbsUnsubstituted = makeSetupHook { name = "no-broken-symlinks-hook-raw"; } ../../hooks/no-broken-symlinks.sh;
+
+  # ELF files for autoAddDriverRunpath, compiled by the host gcc.
+  elfScript = ''
+    mkdir -p "$out/bin" "$lib/lib"
+    printf 'int foo(void) { return 42; }\n' >foo.c
+    printf 'int main(void) { return 0; }\n' >main.c
+    gcc -shared -fPIC -o "$lib/lib/libfoo.so" foo.c
+    gcc -o "$out/bin/hello" main.c
+  '';
+  withElf =
+    name: attrs:
+    stdenv.mkDerivation (
+      {
+        inherit name;
+        outputs = [
+          "out"
+          "lib"
+        ];
+        nativeBuildInputs = [ hooks.autoAddDriverRunpath ];
+        installPhase = elfScript;
+      }
+      // attrs
+    );
+
+  inspectHook =
+    caps:
+    hooks.mkCudaElfInspectHook {
+      cudaCapabilities = caps;
+      cudaForwardCompat = false;
+      cudaVersion = "13.0";
+    };
+  withCuda =
+    name: caps: attrs:
+    stdenv.mkDerivation (
+      {
+        inherit name;
+        nativeBuildInputs = [ (inspectHook caps) ];
+        fixture = cudaFixture;
+        installPhase = ''
+          mkdir -p "$out/lib"
+          cp "$fixture" "$out/lib/libkernel.so"
+        '';
+      }
+      // attrs
+    );
+in
+{
+  inherit (t) nix-cuda-hooks;
+  hook = nbs;
+
+  # ---- the setup.sh stand-in itself --------------------------------------------
+  # Order: phases, preFixup, fixupOutput per output, the derivation's postFixup
+  # string, then the registered entries (a function, a string to eval).
+  standin-order = stdenv.mkDerivation {
+    name = "standin-order";
+    outputs = [
+      "out"
+      "dev"
+    ];
+    nativeBuildInputs = [ (makeSetupHook { name = "probe-hook"; } ./probe-hook.sh) ];
+    NIX_DEBUG = 3;
+    buildPhase = ''mkdir -p "$out" "$dev"; echo build >"$out/order"'';
+    preInstall = ''echo preInstall >>"$out/order"'';
+    preFixup = ''echo preFixup >>"$out/order"'';
+    postFixup = ''
+      echo postFixup >>"$out/order"
+      nixInfoLog "info from the derivation's postFixup"
+    '';
+  };
+  standin-order-sa = stdenv.mkDerivation {
+    name = "standin-order-sa";
+    __structuredAttrs = true;
+    outputs = [
+      "out"
+      "dev"
+    ];
+    nativeBuildInputs = [ (makeSetupHook { name = "probe-hook"; } ./probe-hook.sh) ];
+    buildPhase = ''mkdir -p "$out" "$dev"; echo build >"$out/order"'';
+    postFixup = ''echo "outputs: $(getAllOutputNames | tr ' ' '\n' | sort | tr '\n' ' ')" >>"$out/order"'';
+  };
+
+  # ---- noBrokenSymlinks -------------------------------------------------------
+  nbs-dangling-absolute = withOutputs "nbs-dangling-absolute" { } danglingAbs;
+  nbs-dangling-relative = withOutputs "nbs-dangling-relative" { } ''
+    mkdir -p "$out/lib"
+    ln -s ../missing "$out/lib/dangling"
+  '';
+  nbs-reflexive = withOutputs "nbs-reflexive" { } ''ln -s "$out/self" "$out/self"'';
+  nbs-both = withOutputs "nbs-both" { } ''
+    ln -s "$out/missing" "$out/dangling"
+    ln -s self "$out/self"
+  '';
+  nbs-tmpdir = withOutputs "nbs-tmpdir" { } ''
+    touch "$TMPDIR/file"
+    ln -s "$TMPDIR/file" "$out/to-build-dir"
+  '';
+  nbs-valid = withOutputs "nbs-valid" { } ''
+    mkdir -p "$out/lib"
+    touch "$out/lib/file"
+    ln -s file "$out/lib/relative"
+    ln -s "$out/lib/file" "$out/absolute"
+    ln -s lib "$out/dir-link"
+  '';
+  nbs-outside-store = withOutputs "nbs-outside-store" { } ''
+    ln -s /etc/my_file "$out/absolute"
+    ln -s ../../../../../../../../../../etc/my_file "$out/relative"
+  '';
+  nbs-opt-out = withOutputs "nbs-opt-out" { dontCheckForBrokenSymlinks = true; } danglingAbs;
+  nbs-opt-out-false = withOutputs "nbs-opt-out-false" { dontCheckForBrokenSymlinks = false; } danglingAbs;
+  # Links made in postFixup are checked: the hook runs after it.
+  nbs-made-in-postfixup = withOutputs "nbs-made-in-postfixup" {
+    postFixup = danglingAbs;
+  } "";
+  nbs-multiple-outputs = withOutputs "nbs-multiple-outputs" {
+    outputs = [
+      "out"
+      "dev"
+      "lib"
+    ];
+    NIX_DEBUG = 3;
+  } ''ln -s "$lib/missing" "$lib/dangling"'';
+  # Two outputs with broken links: the build stops after the first (upstream).
+  nbs-stops-at-first-output = withOutputs "nbs-stops-at-first-output" {
+    outputs = [
+      "out"
+      "dev"
+    ];
+  } ''
+    ln -s "$out/missing" "$out/dangling"
+    ln -s "$dev/missing" "$dev/dangling"
+  '';
+  nbs-logs-info = withOutputs "nbs-logs-info" { NIX_DEBUG = 3; } ''
+    touch "$out/file"
+    ln -s file "$out/link"
+  '';
+  nbs-sourced-twice = withOutputs "nbs-sourced-twice" {
+    nativeBuildInputs = [
+      nbs
+      nbsAgain
+    ];
+    NIX_DEBUG = 3;
+    # The derivation's own postFixup runs before the registered hooks.
+    postFixup = ''echo "''${postFixupHooks[*]}" >"$out/registered"'';
+  } "";
+  nbs-unsubstituted = withOutputs "nbs-unsubstituted" { nativeBuildInputs = [ nbsUnsubstituted ]; } "";
+  nbs-missing-output = withOutputs "nbs-missing-output" {
+    outputs = [
+      "out"
+      "dev"
+    ];
+    make = "out";
+    NIX_DEBUG = 1;
+  } "";
+
+  # ---- noBrokenSymlinks with structured attributes ---------------------------
+  nbs-sa-dangling = withOutputs "nbs-sa-dangling" { __structuredAttrs = true; } danglingAbs;
+  nbs-sa-opt-out = withOutputs "nbs-sa-opt-out" {
+    __structuredAttrs = true;
+    dontCheckForBrokenSymlinks = true;
+  } danglingAbs;
+  nbs-sa-valid = withOutputs "nbs-sa-valid" { __structuredAttrs = true; } ''
+    touch "$out/file"
+    ln -s file "$out/link"
+  '';
+  nbs-sa-multiple-outputs = withOutputs "nbs-sa-multiple-outputs" {
+    __structuredAttrs = true;
+    outputs = [
+      "out"
+      "dev"
+      "lib"
+    ];
+  } ''ln -s "$dev/missing" "$dev/dangling"'';
+  nbs-sa-without-json = withOutputs "nbs-sa-without-json" {
+    __structuredAttrs = true;
+    preFixup = ''rm -f "$NIX_ATTRS_JSON_FILE"'';
+  } "";
+
+  # ---- stdenv precedence (Nixpkgs' own hook is sourced first) ----------------
+  # Ours in nativeBuildInputs only: the stdenv's hook is sourced first and wins.
+  nbs-stdenv-nativeBuildInputs-only = t.stdenvWithUpstreamHook.mkDerivation {
+    name = "nbs-stdenv-nativeBuildInputs-only";
+    nativeBuildInputs = [ nbs ];
+    installPhase = ''mkdir -p "$out"; ${danglingAbs}'';
+  };
+  # hooks.withNoBrokenSymlinksHook puts ours first: ours runs, the other skips.
+  nbs-stdenv-adapter = (hooks.withNoBrokenSymlinksHook t.stdenvWithUpstreamHook).mkDerivation {
+    name = "nbs-stdenv-adapter";
+    NIX_DEBUG = 3;
+    installPhase = ''mkdir -p "$out"; ${danglingAbs}'';
+  };
+
+  # ---- autoAddDriverRunpath (built when hooks/auto-add-driver-runpath.sh exists)
+  aadr-elf = withElf "aadr-elf" { };
+  aadr-opt-out = withElf "aadr-opt-out" { dontUseAutoAddDriverRunpath = true; };
+  aadr-sa = withElf "aadr-sa" { __structuredAttrs = true; };
+  aadr-unsubstituted = withElf "aadr-unsubstituted" {
+    nativeBuildInputs = [
+      (makeSetupHook { name = "auto-add-driver-runpath-raw"; } ../../hooks/auto-add-driver-runpath.sh)
+    ];
+  };
+  aadr-sourced-twice = withElf "aadr-sourced-twice" {
+    nativeBuildInputs = [
+      hooks.autoAddDriverRunpath
+      (makeSetupHook {
+        name = "auto-add-driver-runpath-hook-again";
+        substitutions.autoAddDriverRunpath = "${t.nix-cuda-hooks}/bin/auto-add-driver-runpath";
+      } ../../hooks/auto-add-driver-runpath.sh)
+    ];
+    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+  };
+  # The lib output is never created: upstream's hook fails after patching the rest.
+  aadr-missing-output = withElf "aadr-missing-output" {
+    installPhase = ''
+      mkdir -p "$out/bin"
+      printf 'int main(void) { return 0; }\n' >main.c
+      gcc -o "$out/bin/hello" main.c
+    '';
+  };
+  aadr-sa-without-json = withElf "aadr-sa-without-json" {
+    __structuredAttrs = true;
+    preFixup = ''rm -f "$NIX_ATTRS_JSON_FILE"'';
+  };
+  # All hooks in upstream order: noBrokenSymlinks (a stdenv default, sourced
+  # first), then autoAddDriverRunpath, then the inspect hook when present.
+  together = withElf "together" (
+    {
+      nativeBuildInputs = [
+        nbs
+        hooks.autoAddDriverRunpath
+      ]
+      ++ (if withInspect then [ (inspectHook [ "8.0" ]) ] else [ ]);
+      postFixup = ''echo "''${postFixupHooks[*]}" >"$out/registered"'';
+    }
+    // (
+      if withInspect then
+        {
+          fixture = cudaFixture;
+          installPhase = elfScript + ''cp "$fixture" "$lib/lib/libkernel.so"'';
+        }
+      else
+        { }
+    )
+  );
+  together-dangling = withElf "together-dangling" {
+    nativeBuildInputs = [
+      nbs
+      hooks.autoAddDriverRunpath
+    ];
+    installPhase = elfScript + danglingAbs;
+  };
+
+  # ---- cudaElfInspectHook (built when hooks/cuda-elf-inspect.sh, the binary and nvcc exist)
+  cei-wrong-capability = withCuda "cei-wrong-capability" [ "9.0" ] { };
+  cei-warn-only = withCuda "cei-warn-only" [ "9.0" ] { cudaElfInspectWarnOnly = true; };
+  cei-right-capability = withCuda "cei-right-capability" [ "8.0" ] { };
+  cei-derivation-overrides = withCuda "cei-derivation-overrides" [ "9.0" ] { cudaCapabilities = "8.0"; };
+  cei-opt-out = withCuda "cei-opt-out" [ "9.0" ] { dontInspectCudaElfFiles = true; };
+  cei-sa-wrong-capability = withCuda "cei-sa-wrong-capability" [ "9.0" ] { __structuredAttrs = true; };
+  cei-sourced-twice = withCuda "cei-sourced-twice" [ "8.0" ] {
+    nativeBuildInputs = [
+      (inspectHook [ "8.0" ])
+      (hooks.mkCudaElfInspectHook {
+        cudaCapabilities = [ "8.0" ];
+        cudaForwardCompat = true;
+        cudaVersion = "13.0";
+      })
+    ];
+    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+  };
+  cei-unsubstituted = withCuda "cei-unsubstituted" [ "8.0" ] {
+    nativeBuildInputs = [ (makeSetupHook { name = "cuda-elf-inspect-hook-raw"; } ../../hooks/cuda-elf-inspect.sh) ];
+  };
+  cei-sa-without-json = withCuda "cei-sa-without-json" [ "8.0" ] {
+    __structuredAttrs = true;
+    preFixup = ''rm -f "$NIX_ATTRS_JSON_FILE"'';
+  };
+
+  # ---- nix/audit.nix (built when the cuda-elf-inspect binary exists) ---------
+  audit-fixture = t.audit {
+    package = withCuda "audit-target" [ "8.0" ] { nativeBuildInputs = [ ]; };
+    cudaCapabilities = [ "8.0" ];
+  };
+  audit-fixture-findings = t.audit {
+    package = withCuda "audit-target" [ "8.0" ] { nativeBuildInputs = [ ]; };
+    cudaCapabilities = [ "9.0" ];
+  };
+  audit-fixture-strict = t.audit {
+    package = withCuda "audit-target" [ "8.0" ] { nativeBuildInputs = [ ]; };
+    cudaCapabilities = [ "9.0" ];
+    failOnFindings = true;
+  };
+}

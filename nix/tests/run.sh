@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# The Nix tests CI runs (`make test` calls this). Three layers:
+#   1. every .nix file of the repository parses (nix-instantiate --parse);
+#   2. expressions that need no Nixpkgs evaluate (--eval --strict), and the
+#      ones that do are evaluated against the minimal Nixpkgs stub in
+#      nix/tests/stub/, checking what they hand to Nixpkgs' functions;
+#   3. real nix-builds (substituters off, sandbox off, a throwaway store in a
+#      temporary folder, no daemon) of plain derivations whose bash builder
+#      sources the setup.sh stand-in of nix/tests/ and our hooks/*.sh, packaged
+#      by nix/hooks.nix itself: the hooks' decisions, log lines, exit status,
+#      structured attributes, ordering, double sourcing and bad input.
+# Cases for hooks not merged yet (autoAddDriverRunpath, cudaElfInspect) run as
+# soon as their hook file exists; then a missing binary or a failing case
+# fails this script, it is never skipped.
+#
+# Usage: nix/tests/run.sh [BIN_DIR]   (default: target/<host>/release, from `make static`)
+# Exit status: 0 all passed, 1 a test failed, 2 the environment is unusable.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+bin_dir=${1:-$root/target/${host:-x86_64-unknown-linux-gnu}/release}
+bin_dir=$(cd "$bin_dir" 2>/dev/null && pwd) || {
+  echo "run.sh: no binary folder '$bin_dir'; run 'make static' first" >&2
+  exit 2
+}
+cd "$root" || exit 2
+for tool in nix-build nix-instantiate; do
+  command -v "$tool" >/dev/null || {
+    echo "run.sh: $tool not found; run tests/tools/install.sh" >&2
+    exit 2
+  }
+done
+[[ -x $bin_dir/no-broken-symlinks ]] || {
+  echo "run.sh: $bin_dir/no-broken-symlinks missing; run 'make static' first" >&2
+  exit 2
+}
+
+# A throwaway store: independent runs, no daemon, nothing left behind.
+work=$(mktemp -d "${TMPDIR:-/tmp}/nix-tests.XXXXXX")
+cleanup() {
+  chmod -R u+w "$work" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+export NIX_STORE_DIR=$work/store NIX_STATE_DIR=$work/state NIX_LOG_DIR=$work/log
+export NIX_CONF_DIR=$work/etc NIX_PATH= HOME=$work/home
+mkdir -p "$NIX_CONF_DIR" "$HOME"
+nix_opts=(--option substituters '' --option sandbox false --option build-users-group '')
+
+passed=0
+failed=0
+failures=()
+pass() {
+  passed=$((passed + 1))
+  echo "ok   $1"
+}
+fail() {
+  failed=$((failed + 1))
+  failures+=("$1")
+  echo "FAIL $1${2:+: $2}"
+}
+
+# ---- 1. parse ----------------------------------------------------------------
+while IFS= read -r f; do
+  if err=$(nix-instantiate "${nix_opts[@]}" --parse "$f" 2>&1 >/dev/null); then
+    pass "parse $f"
+  else
+    fail "parse $f" "$err"
+  fi
+done < <(
+  # Tracked and new files; outside a git checkout, every .nix but build outputs.
+  {
+    git ls-files --cached --others --exclude-standard -- '*.nix' 2>/dev/null ||
+      find . -name '*.nix' -not -path './target/*' -not -path './.tools/*' -not -path './.git/*' | sed 's|^\./||'
+  } | sort
+)
+
+((passed > 0)) || fail "parse" "no .nix file found"
+
+# ---- 2. evaluation -------------------------------------------------------------
+# eval NAME EXPR: EXPR (evaluated from the repository root) must be true.
+eval_true() {
+  local name=$1 expr=$2 got
+  if got=$(nix-instantiate "${nix_opts[@]}" --eval --strict -E "$expr" 2>&1); then
+    if [[ $got == true ]]; then pass "eval $name"; else fail "eval $name" "got: $got"; fi
+  else
+    fail "eval $name" "$got"
+  fi
+}
+# eval_fails NAME EXPR PATTERN: evaluating EXPR must fail with PATTERN in the message.
+eval_fails() {
+  local name=$1 expr=$2 pattern=$3 got
+  if got=$(nix-instantiate "${nix_opts[@]}" --eval --strict -E "$expr" 2>&1); then
+    fail "eval $name" "evaluated, expected an error matching '$pattern'"
+  elif grep -qF -- "$pattern" <<<"$got"; then
+    pass "eval $name"
+  else
+    fail "eval $name" "error without '$pattern': $got"
+  fi
+}
+source "$here/eval-tests.sh"
+
+# ---- 3. real builds --------------------------------------------------------------
+cuda_fixture=
+nvcc=$root/.tools/cuda/bin/nvcc
+if [[ -x $nvcc ]]; then
+  mkdir -p "$work/cuda"
+  printf '__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\nvoid launch(float *x) { k<<<1, 32>>>(x); }\n' >"$work/cuda/k.cu"
+  if "$nvcc" -shared -Xcompiler -fPIC -gencode arch=compute_80,code=sm_80 \
+    -o "$work/cuda/libkernel.so" "$work/cuda/k.cu" >"$work/cuda/nvcc.log" 2>&1; then
+    cuda_fixture=$work/cuda/libkernel.so
+  else
+    echo "run.sh: nvcc failed to build the CUDA fixture:" >&2
+    cat "$work/cuda/nvcc.log" >&2
+    exit 2
+  fi
+fi
+build_args=(--argstr binDir "$bin_dir")
+[[ -n $cuda_fixture ]] && build_args+=(--arg cudaFixture "/. + \"$cuda_fixture\"")
+
+# build ATTR: nix-build one attribute of builds.nix; sets $rc, $log (stderr,
+# which holds the builder's log) and $result (the first output path).
+build() {
+  local attr=$1
+  log=$work/$attr.log
+  nix-build "${nix_opts[@]}" "$here/builds.nix" -A "$attr" "${build_args[@]}" \
+    --no-out-link >"$work/$attr.out" 2>"$log"
+  rc=$?
+  result=$(head -n 1 "$work/$attr.out")
+}
+# expect ATTR STATUS [LINE...]: the build exits STATUS and its log holds every
+# LINE (a fixed string, or an extended regular expression after "re:").
+expect() {
+  local attr=$1 status=$2 line
+  shift 2
+  build "$attr"
+  if [[ $rc != "$status" ]]; then
+    fail "build $attr" "exit $rc, expected $status; log:"$'\n'"$(tail -n 25 "$log")"
+    return 1
+  fi
+  for line in "$@"; do
+    # A line starting with "re:" is an extended regular expression.
+    if [[ $line == re:* ]]; then
+      grep -qE -- "${line#re:}" "$log"
+    else
+      grep -qF -- "$line" "$log"
+    fi
+    if (($? != 0)); then
+      fail "build $attr" "no line '$line' in log:"$'\n'"$(tail -n 25 "$log")"
+      return 1
+    fi
+  done
+  pass "build $attr (exit $status)"
+}
+# refute ATTR LINE: the last build's log does not hold LINE.
+refute() {
+  if grep -qF -- "$2" "$log"; then
+    fail "build $1" "unexpected line '$2' in log"
+    return 1
+  fi
+  pass "build $1: no '$2'"
+}
+# check NAME CONDITION...: a shell test on the last build.
+check() {
+  local name=$1
+  shift
+  if "$@"; then pass "$name"; else fail "$name" "failed: $*"; fi
+}
+
+source "$here/build-tests.sh"
+
+echo
+echo "nix tests: $passed passed, $failed failed"
+if ((failed > 0)); then
+  printf '  failed: %s\n' "${failures[@]}"
+  exit 1
+fi
+exit 0
