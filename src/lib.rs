@@ -9,11 +9,17 @@
 //! - [`buildenv`]: what a Nix build tells us: outputs, attributes, `TMPDIR`, `NIX_STORE`.
 //! - [`walk`]: the parallel, deterministic walk of output trees.
 //! - [`symlinks`]: the noBrokenSymlinks decision procedure and its extra findings.
+//! - [`fatbin`]: the device-code reader and cuobjdump-compatible listing.
+//! - [`hostelf`]: where device code sits in host ELF files, archives, raw fatbins, cubins.
+//! - [`inspect`]: the per-file report of `cuda-elf-inspect` (summary and JSON).
 #![deny(missing_docs)]
 
 pub mod buildenv;
 pub mod cli;
 pub mod error;
+pub mod fatbin;
+pub mod hostelf;
+pub mod inspect;
 pub mod log;
 pub mod symlinks;
 pub mod walk;

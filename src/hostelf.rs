@@ -1,0 +1,255 @@
+//! Finding device code in what a build produces: host ELF files (their
+//! `.nv_fatbin` and `__nv_relfatbin` sections), static archives (each member
+//! its own object, GNU and BSD long names), raw `.fatbin` files and bare
+//! cubins.
+//!
+//! The `object` crate reads the ELF and archive structures; fatbin regions are
+//! handed to [`crate::fatbin::parse_region`] with their file offsets. Files
+//! are memory-mapped once ([`map`]) and everything else borrows from the map.
+//! Only 64-bit little-endian host ELF files are read (every CUDA host
+//! platform); ELF32 and big-endian files are rejected with a typed error.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use object::elf;
+use object::read::elf::{FileHeader, SectionHeader};
+use object::LittleEndian as LE;
+
+use crate::fatbin::cubin::{self, CubinInfo};
+use crate::fatbin::header::CONTAINER_MAGIC;
+use crate::fatbin::{parse_region, Region};
+
+/// Name of the section with executable device code.
+pub const NV_FATBIN: &str = ".nv_fatbin";
+/// Name of the section with relocatable device code (`-rdc`).
+pub const NV_RELFATBIN: &str = "__nv_relfatbin";
+
+/// Why a file or member could not be read as an object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// A 32-bit ELF file: no CUDA host platform uses one.
+    #[error("32-bit ELF files are not supported")]
+    Elf32,
+    /// A big-endian ELF file.
+    #[error("big-endian ELF files are not supported")]
+    BigEndian,
+    /// Broken ELF structure (headers, section table).
+    #[error("malformed ELF file: {0}")]
+    Elf(String),
+    /// Broken archive structure.
+    #[error("malformed archive: {0}")]
+    Archive(String),
+    /// A fatbin section that has no bytes in the file.
+    #[error("section {section} has type NOBITS: no device code bytes in the file")]
+    NoBits {
+        /// Section name.
+        section: &'static str,
+    },
+    /// A fatbin section whose bytes are outside the file.
+    #[error("section {section}: {message}")]
+    SectionData {
+        /// Section name.
+        section: &'static str,
+        /// What object said.
+        message: String,
+    },
+}
+
+/// What a file (or an archive member) is, with its device code found.
+#[derive(Debug)]
+pub enum Object<'a> {
+    /// A host ELF file.
+    Elf(ElfObject<'a>),
+    /// A static archive.
+    Archive(Vec<Member<'a>>),
+    /// A raw fatbin (`nvcc -fatbin`).
+    Fatbin(Region<'a>),
+    /// A bare cubin (`nvcc -cubin`), with what its header says.
+    Cubin(Result<CubinInfo, String>),
+    /// Anything else: no device code.
+    Other,
+}
+
+/// A host ELF file's fatbin sections.
+#[derive(Debug, Default)]
+pub struct ElfObject<'a> {
+    /// The `.nv_fatbin` and `__nv_relfatbin` sections, in section-table order.
+    pub sections: Vec<FatbinSection<'a>>,
+    /// Sections that could not be read.
+    pub errors: Vec<ReadError>,
+}
+
+/// One fatbin section of a host ELF file.
+#[derive(Debug)]
+pub struct FatbinSection<'a> {
+    /// [`NV_FATBIN`] or [`NV_RELFATBIN`].
+    pub name: &'static str,
+    /// Index in the section table.
+    pub index: usize,
+    /// File offset.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// What the section holds.
+    pub region: Region<'a>,
+}
+
+/// One member of a static archive.
+#[derive(Debug)]
+pub struct Member<'a> {
+    /// The member's name (long names resolved).
+    pub name: &'a [u8],
+    /// File offset of the member's data.
+    pub offset: u64,
+    /// The member read as an object.
+    pub object: Result<Object<'a>, ReadError>,
+}
+
+impl Object<'_> {
+    /// A short word for the kind of file (`elf`, `archive`, `fatbin`, `cubin`, `other`).
+    pub fn format(&self) -> &'static str {
+        match self {
+            Object::Elf(_) => "elf",
+            Object::Archive(_) => "archive",
+            Object::Fatbin(_) => "fatbin",
+            Object::Cubin(_) => "cubin",
+            Object::Other => "other",
+        }
+    }
+}
+
+/// Reads `data` (a whole file) as an object.
+pub fn parse(data: &[u8]) -> Result<Object<'_>, ReadError> {
+    parse_at(data, 0, true)
+}
+
+fn parse_at(data: &[u8], base: u64, archives: bool) -> Result<Object<'_>, ReadError> {
+    if archives && (data.starts_with(b"!<arch>\n") || data.starts_with(b"!<thin>\n")) {
+        return parse_archive(data).map(Object::Archive);
+    }
+    if data.starts_with(&elf::ELFMAG) {
+        match data.get(4) {
+            Some(2) => {} // ELFCLASS64
+            Some(1) => return Err(ReadError::Elf32),
+            _ => return Err(ReadError::Elf("unknown ELF class".into())),
+        }
+        if data.get(5) == Some(&2) {
+            return Err(ReadError::BigEndian);
+        }
+        if cubin::is_cubin(data) {
+            return Ok(Object::Cubin(cubin::read_cubin(data)));
+        }
+        return parse_elf(data, base).map(Object::Elf);
+    }
+    if data.get(..4) == Some(&CONTAINER_MAGIC.to_le_bytes()[..]) {
+        return Ok(Object::Fatbin(parse_region(data, base)));
+    }
+    Ok(Object::Other)
+}
+
+fn parse_elf(data: &[u8], base: u64) -> Result<ElfObject<'_>, ReadError> {
+    let e = |err: object::read::Error| ReadError::Elf(err.to_string());
+    let header = elf::FileHeader64::<LE>::parse(data).map_err(e)?;
+    let sections = header.sections(LE, data).map_err(e)?;
+    let mut object = ElfObject::default();
+    for (index, section) in sections.iter().enumerate() {
+        let name = match sections.section_name(LE, section) {
+            Ok(n) if n == NV_FATBIN.as_bytes() => NV_FATBIN,
+            Ok(n) if n == NV_RELFATBIN.as_bytes() => NV_RELFATBIN,
+            _ => continue,
+        };
+        if section.sh_type(LE) == elf::SHT_NOBITS {
+            object.errors.push(ReadError::NoBits { section: name });
+            continue;
+        }
+        let bytes = match section.data(LE, data) {
+            Ok(b) => b,
+            Err(err) => {
+                object
+                    .errors
+                    .push(ReadError::SectionData { section: name, message: err.to_string() });
+                continue;
+            }
+        };
+        let offset = section.sh_offset(LE);
+        object.sections.push(FatbinSection {
+            name,
+            index,
+            offset: base.saturating_add(offset),
+            size: section.sh_size(LE),
+            region: parse_region(bytes, base.saturating_add(offset)),
+        });
+    }
+    Ok(object)
+}
+
+fn parse_archive(data: &[u8]) -> Result<Vec<Member<'_>>, ReadError> {
+    let archive = object::read::archive::ArchiveFile::parse(data)
+        .map_err(|e| ReadError::Archive(e.to_string()))?;
+    let mut members = Vec::new();
+    for member in archive.members() {
+        let member = member.map_err(|e| ReadError::Archive(e.to_string()))?;
+        let (offset, _) = member.file_range();
+        let object = match member.data(data) {
+            Ok(bytes) => parse_at(bytes, offset, false),
+            Err(e) => Err(ReadError::Archive(e.to_string())),
+        };
+        members.push(Member { name: member.name(), offset, object });
+    }
+    Ok(members)
+}
+
+/// A file's bytes, memory-mapped (or empty for an empty file).
+pub struct Mapped(Option<memmap2::Mmap>);
+
+impl std::ops::Deref for Mapped {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.0.as_deref().unwrap_or(&[])
+    }
+}
+
+/// Maps `path` read-only.
+pub fn map(path: &Path) -> io::Result<Mapped> {
+    let file = File::open(path)?;
+    map_file(&file)
+}
+
+/// Maps an open file read-only.
+pub fn map_file(file: &File) -> io::Result<Mapped> {
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(io::Error::from_raw_os_error(libc::EISDIR));
+    }
+    if meta.len() == 0 {
+        return Ok(Mapped(None));
+    }
+    // SAFETY: the map is read-only and private to this process. If another
+    // process truncates the file while we read it, accesses past the new end
+    // raise SIGBUS; Nix outputs are not modified while a hook or an audit
+    // reads them, and every other tool in this position (ripgrep, the
+    // `object` crate's users) accepts the same trade for speed.
+    let map = unsafe { memmap2::Mmap::map(file)? };
+    Ok(Mapped(Some(map)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_and_foreign_inputs_are_classified() {
+        assert!(matches!(parse(b""), Ok(Object::Other)));
+        assert!(matches!(parse(b"hello world, no magic"), Ok(Object::Other)));
+        let mut elf32 = elf::ELFMAG.to_vec();
+        elf32.extend([1, 1, 1]);
+        elf32.resize(52, 0);
+        assert_eq!(parse(&elf32).unwrap_err(), ReadError::Elf32);
+        let mut be = elf::ELFMAG.to_vec();
+        be.extend([2, 2, 1]);
+        be.resize(64, 0);
+        assert_eq!(parse(&be).unwrap_err(), ReadError::BigEndian);
+    }
+}
