@@ -1,0 +1,73 @@
+//! Live parity with NVIDIA cuobjdump 13.5: every fixture variant of
+//! `fixtures/cuda/recipes.txt` is built by the pinned nvcc, then listed by
+//! cuobjdump and by cuda-elf-inspect with every option combination; stdout,
+//! stderr (after the program name) and exit status must be identical.
+
+mod support;
+
+use std::path::Path;
+
+const OURS: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
+
+/// Option combinations; ours gets cuobjdump's short forms on every other one
+/// so both spellings are covered.
+const COMBOS: &[(&[&str], &[&str])] = &[
+    (&["--list-elf"], &["--list-elf"]),
+    (&["--list-ptx"], &["-lptx"]),
+    (&["--list-elf", "--list-ptx"], &["--list-elf", "--list-ptx"]),
+    (&["-lptx", "-lelf"], &["-lptx", "-lelf"]),
+    (&["--all-fatbin", "--list-elf"], &["-all", "-lelf"]),
+    (&["-all", "--list-ptx"], &["--all-fatbin", "--list-ptx"]),
+    (&["-all", "-lelf", "-lptx"], &["-all", "-lelf", "-lptx"]),
+];
+
+#[test]
+fn listing_matches_live_cuobjdump_on_every_fixture() {
+    let cuobjdump = support::cuda_tool("cuobjdump");
+    let variants = support::build_all();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (variant, dir) in &variants {
+        assert!(!variant.files.is_empty(), "variant {} lists no files", variant.name);
+        for file in &variant.files {
+            for (theirs, ours) in COMBOS {
+                let mut a: Vec<&str> = theirs.to_vec();
+                a.push(file);
+                let mut b: Vec<&str> = ours.to_vec();
+                b.push(file);
+                let expected = support::run_in(dir, &cuobjdump, &a);
+                let got = support::run_in(dir, Path::new(OURS), &b);
+                let label = format!("{}: {}", variant.name, a.join(" "));
+                failures.extend(support::compare(&label, &expected, &got));
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} runs differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    eprintln!("{checked} listings identical to cuobjdump over {} variants", variants.len());
+}
+
+#[test]
+fn absolute_paths_and_program_name_match_too() {
+    let cuobjdump = support::cuda_tool("cuobjdump");
+    let variants = support::build_all();
+    let (_, dir) = variants.iter().find(|(v, _)| v.name == "several-tus").expect("variant");
+    let file = dir.join("several_tus");
+    let file = file.to_str().unwrap();
+    // Called through a link named cuobjdump, our stderr is byte-identical.
+    let tmp = tempfile::tempdir().unwrap();
+    let link = tmp.path().join("cuobjdump");
+    std::os::unix::fs::symlink(OURS, &link).unwrap();
+    for args in [&["-lptx", file][..], &["-lelf", file], &["-lelf", "/nonexistent/x"]] {
+        let expected = support::run_in(tmp.path(), &cuobjdump, args);
+        let got = support::run_in(tmp.path(), &link, args);
+        assert_eq!(expected.stdout, got.stdout, "{args:?}");
+        assert_eq!(expected.stderr, got.stderr, "{args:?}");
+        assert_eq!(expected.status.code(), got.status.code(), "{args:?}");
+    }
+}
