@@ -50,7 +50,7 @@ pub struct EntryReport {
     pub variant: &'static str,
     /// `none`, `lz4`, `zstd`.
     pub codec: Codec,
-    /// Bytes stored in the file.
+    /// Bytes stored in the file (0 for concat parts: the bundle holds them).
     pub stored_size: u64,
     /// Bytes once decompressed.
     pub plain_size: u64,
@@ -295,6 +295,8 @@ fn push_container(
             for part in &entry.parts {
                 let mut r = entry_report(part, c.offset, member, section);
                 r.concat = Some(entry.offset);
+                // Parts are stored inside the bundle's (compressed) payload.
+                r.codec = entry.codec;
                 if let Some(plain) = &plain {
                     match plain.as_ref().map_err(Clone::clone).and_then(|p| codec::part(part, p)) {
                         Ok(bytes) => look_inside(part.kind, bytes, &mut r),
