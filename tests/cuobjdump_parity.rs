@@ -71,3 +71,53 @@ fn absolute_paths_and_program_name_match_too() {
         assert_eq!(expected.status.code(), got.status.code(), "{args:?}");
     }
 }
+
+fn summary_json(path: &Path) -> serde_json::Value {
+    let out =
+        std::process::Command::new(OURS).args(["--format", "json"]).arg(path).output().unwrap();
+    assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn deep_mode_tells_link_stubs_and_agrees_with_entry_headers() {
+    let variants = support::build_all();
+    let dir = |name: &str| variants.iter().find(|(v, _)| v.name == name).unwrap().1.clone();
+
+    // A link step with no arch adds a kernel-less stub for the default sm_75.
+    let j = summary_json(&dir("phantom-stub").join("phantom"));
+    let s = &j["files"][0]["summary"];
+    assert_eq!(s["sass"], serde_json::json!(["sm_80"]), "{s}");
+    assert_eq!(s["link_stub_only"], serde_json::json!(["sm_75"]), "{s}");
+
+    // PTX targets carry the family suffix; cubins never do.
+    let j = summary_json(&dir("sm100f").join("sm100f"));
+    let s = &j["files"][0]["summary"];
+    assert_eq!(s["sass"], serde_json::json!(["sm_100"]), "{s}");
+    assert_eq!(s["ptx"], serde_json::json!(["sm_100f"]), "{s}");
+    let ptx =
+        j["files"][0]["entries"].as_array().unwrap().iter().find(|e| e["kind"] == "ptx").unwrap();
+    assert_eq!(ptx["ptx"]["target"], "sm_100f");
+
+    // Every cubin's own header agrees with its entry header (SM and `a`), in
+    // every fixture, whatever the codec.
+    let mut cubins = 0;
+    for (v, d) in &variants {
+        for f in &v.files {
+            let p = d.join(f);
+            if !p.is_file() || v.name == "not-objects" {
+                continue;
+            }
+            let j = summary_json(&p);
+            for e in j["files"][0]["entries"].as_array().unwrap() {
+                assert!(e.get("decode_error").is_none(), "{}: {e}", p.display());
+                if e["kind"] == "elf" {
+                    let arch = e["arch"].as_str().unwrap().trim_end_matches('f');
+                    assert_eq!(e["cubin"]["arch"], arch, "{}: {e}", p.display());
+                    cubins += 1;
+                }
+            }
+        }
+    }
+    assert!(cubins > 50, "only {cubins} cubins checked");
+}
