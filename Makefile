@@ -26,3 +26,9 @@ lint:
 
 test: tools static lint
 	cargo test --release --locked
+
+# The cargo-fuzz target of the device-code reader (needs a nightly toolchain;
+# `cd fuzz && cargo +nightly fuzz run reader` runs it).
+.PHONY: fuzz-build
+fuzz-build:
+	cd fuzz && cargo +nightly build --bins

@@ -232,6 +232,10 @@ pub fn map_file(file: &File) -> io::Result<Mapped> {
     // reads them, and every other tool in this position (ripgrep, the
     // `object` crate's users) accepts the same trade for speed.
     let map = unsafe { memmap2::Mmap::map(file)? };
+    // Headers are scattered through hundreds of MB: on a cold page cache,
+    // read-ahead around each one would read most of the file from disk. A
+    // hint; failure changes nothing.
+    let _ = map.advise(memmap2::Advice::Random);
     Ok(Mapped(Some(map)))
 }
 

@@ -23,12 +23,14 @@ if [ "${1:-}" = --bench ]; then
   corpus+=("nvidia-cublas-cu12==12.9.3.13|*/libcublasLt.so.12")
 fi
 
+dests=()
 for item in "${corpus[@]}"; do
   spec=${item%%|*}
   members=${item#*|}
   name=${spec%%==*}
   version=${spec#*==}
   dest=$cache/lib/$name-$version
+  dests+=("$dest")
   if [ -e "$dest/.done" ]; then
     continue
   fi
@@ -46,4 +48,5 @@ for item in "${corpus[@]}"; do
   [ "$n" -gt 0 ] || { echo "corpus.sh: nothing unpacked from $wheel" >&2; exit 1; }
   touch "$dest/.done"
 done
-find "$cache/lib" -type f -name '*.so*' | sort
+# The libraries of the chosen set only (the benchmark's cuBLAS is not a test input).
+find "${dests[@]}" -type f -name '*.so*' | sort
