@@ -17,9 +17,10 @@ use object::elf;
 use object::read::elf::{FileHeader, SectionHeader};
 use object::LittleEndian as LE;
 
+use crate::fatbin::container::parse_region_with;
 use crate::fatbin::cubin::{self, CubinInfo};
 use crate::fatbin::header::CONTAINER_MAGIC;
-use crate::fatbin::{parse_region, Region};
+use crate::fatbin::Region;
 
 /// Name of the section with executable device code.
 pub const NV_FATBIN: &str = ".nv_fatbin";
@@ -122,12 +123,29 @@ impl Object<'_> {
 
 /// Reads `data` (a whole file) as an object.
 pub fn parse(data: &[u8]) -> Result<Object<'_>, ReadError> {
-    parse_at(data, 0, true)
+    parse_with(data, &mut |_| {})
 }
 
-fn parse_at(data: &[u8], base: u64, archives: bool) -> Result<Object<'_>, ReadError> {
+/// [`parse`], telling `walked` which fatbin bytes the walk is done reading
+/// (see [`crate::fatbin::container::parse_region_with`]); [`Mapped::release`]
+/// is the intended callback.
+pub fn parse_with<'a>(
+    data: &'a [u8],
+    walked: &mut dyn FnMut(&'a [u8]),
+) -> Result<Object<'a>, ReadError> {
+    parse_at(data, 0, true, walked)
+}
+
+type Walked<'w, 'a> = &'w mut dyn FnMut(&'a [u8]);
+
+fn parse_at<'a>(
+    data: &'a [u8],
+    base: u64,
+    archives: bool,
+    walked: Walked<'_, 'a>,
+) -> Result<Object<'a>, ReadError> {
     if archives && (data.starts_with(b"!<arch>\n") || data.starts_with(b"!<thin>\n")) {
-        return parse_archive(data).map(Object::Archive);
+        return parse_archive(data, walked).map(Object::Archive);
     }
     if data.starts_with(&elf::ELFMAG) {
         match data.get(4) {
@@ -141,15 +159,19 @@ fn parse_at(data: &[u8], base: u64, archives: bool) -> Result<Object<'_>, ReadEr
         if cubin::is_cubin(data) {
             return Ok(Object::Cubin(cubin::read_cubin(data)));
         }
-        return parse_elf(data, base).map(Object::Elf);
+        return parse_elf(data, base, walked).map(Object::Elf);
     }
     if data.get(..4) == Some(&CONTAINER_MAGIC.to_le_bytes()[..]) {
-        return Ok(Object::Fatbin(parse_region(data, base)));
+        return Ok(Object::Fatbin(parse_region_with(data, base, walked)));
     }
     Ok(Object::Other)
 }
 
-fn parse_elf(data: &[u8], base: u64) -> Result<ElfObject<'_>, ReadError> {
+fn parse_elf<'a>(
+    data: &'a [u8],
+    base: u64,
+    walked: Walked<'_, 'a>,
+) -> Result<ElfObject<'a>, ReadError> {
     let e = |err: object::read::Error| ReadError::Elf(err.to_string());
     let header = elf::FileHeader64::<LE>::parse(data).map_err(e)?;
     let sections = header.sections(LE, data).map_err(e)?;
@@ -179,13 +201,13 @@ fn parse_elf(data: &[u8], base: u64) -> Result<ElfObject<'_>, ReadError> {
             index,
             offset: base.saturating_add(offset),
             size: section.sh_size(LE),
-            region: parse_region(bytes, base.saturating_add(offset)),
+            region: parse_region_with(bytes, base.saturating_add(offset), walked),
         });
     }
     Ok(object)
 }
 
-fn parse_archive(data: &[u8]) -> Result<Vec<Member<'_>>, ReadError> {
+fn parse_archive<'a>(data: &'a [u8], walked: Walked<'_, 'a>) -> Result<Vec<Member<'a>>, ReadError> {
     let archive = object::read::archive::ArchiveFile::parse(data)
         .map_err(|e| ReadError::Archive(e.to_string()))?;
     let mut members = Vec::new();
@@ -193,7 +215,7 @@ fn parse_archive(data: &[u8]) -> Result<Vec<Member<'_>>, ReadError> {
         let member = member.map_err(|e| ReadError::Archive(e.to_string()))?;
         let (offset, _) = member.file_range();
         let object = match member.data(data) {
-            Ok(bytes) => parse_at(bytes, offset, false),
+            Ok(bytes) => parse_at(bytes, offset, false, walked),
             Err(e) => Err(ReadError::Archive(e.to_string())),
         };
         members.push(Member { name: member.name(), offset, object });
@@ -208,6 +230,31 @@ impl std::ops::Deref for Mapped {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         self.0.as_deref().unwrap_or(&[])
+    }
+}
+
+impl Mapped {
+    /// Drops the pages of `part` (a slice of this map) from the resident
+    /// set; they are read again from the file if touched. Used while walking
+    /// large fatbin sections (see [`parse_with`]). A no-op for other slices.
+    pub fn release(&self, part: &[u8]) {
+        let Some(map) = &self.0 else { return };
+        let start = (part.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
+        let Some(end) = start.checked_add(part.len()).filter(|&e| e <= map.len()) else {
+            return;
+        };
+        const PAGE: usize = 4096;
+        let (first, last) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
+        if last > first {
+            // SAFETY: the map is a private, read-only mapping of a file that
+            // this process never writes, so MADV_DONTNEED only drops clean
+            // pages: the next access reads the same bytes from the file, and
+            // every slice borrowed from the map keeps its contents (the same
+            // condition as the map itself: the file is not changed under us).
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first)
+            };
+        }
     }
 }
 

@@ -166,21 +166,34 @@ pub fn inspect_path(path: &Path, options: Options) -> FileReport {
         }
     };
     report.size = data.len() as u64;
-    inspect_bytes(&data, options, &mut report);
+    inspect_bytes_with(&data, options, &mut report, &|part| data.release(part));
     report
 }
 
 /// Fills `report` from a file's bytes.
 pub fn inspect_bytes(data: &[u8], options: Options, report: &mut FileReport) {
-    match hostelf::parse(data) {
+    inspect_bytes_with(data, options, report, &|_| {})
+}
+
+/// [`inspect_bytes`], calling `release` with the bytes it is done reading
+/// (headers walked, payloads decoded) so that a memory-mapped caller keeps
+/// its resident memory independent of the file size ([`hostelf::Mapped::release`]).
+pub fn inspect_bytes_with(
+    data: &[u8],
+    options: Options,
+    report: &mut FileReport,
+    release: &dyn Fn(&[u8]),
+) {
+    match hostelf::parse_with(data, &mut |part| release(part)) {
         Ok(object) => {
             report.format = object.format();
             let mut skip = Vec::new();
-            collect(&object, None, options, report, &mut skip);
+            let ctx = Ctx { options, release };
+            collect(&object, None, &ctx, report, &mut skip);
             if options.scan {
                 let mut scanned = Vec::new();
                 for c in crate::fatbin::scan(data, 0, &skip) {
-                    push_container(&c, None, "scan", options, &mut scanned);
+                    push_container(&c, None, "scan", &ctx, &mut scanned);
                 }
                 report.scanned = Some(scanned);
             }
@@ -190,10 +203,16 @@ pub fn inspect_bytes(data: &[u8], options: Options, report: &mut FileReport) {
     report.summary = summarise(&report.entries, options.deep);
 }
 
+/// What the walk over entries needs besides the entries.
+struct Ctx<'r> {
+    options: Options,
+    release: &'r dyn Fn(&[u8]),
+}
+
 fn collect(
     object: &Object<'_>,
     member: Option<&str>,
-    options: Options,
+    ctx: &Ctx<'_>,
     report: &mut FileReport,
     skip: &mut Vec<(u64, u64)>,
 ) {
@@ -213,7 +232,7 @@ fn collect(
                     size: section.size,
                     containers: section.region.containers.len(),
                 });
-                push_region(&section.region, member, section.name, options, report);
+                push_region(&section.region, member, section.name, ctx, report);
             }
             report.errors.extend(elf.errors.iter().map(|e| prefix(e.to_string())));
         }
@@ -222,7 +241,7 @@ fn collect(
                 let name = String::from_utf8_lossy(m.name).into_owned();
                 match &m.object {
                     Ok(Object::Archive(_)) => {}
-                    Ok(inner) => collect(inner, Some(&name), options, report, skip),
+                    Ok(inner) => collect(inner, Some(&name), ctx, report, skip),
                     Err(e) => report.errors.push(format!("{name}: {e}")),
                 }
             }
@@ -230,7 +249,7 @@ fn collect(
         Object::Fatbin(region) => {
             report.device_code = true;
             skip.push((0, u64::MAX));
-            push_region(region, member, "fatbin", options, report);
+            push_region(region, member, "fatbin", ctx, report);
         }
         Object::Cubin(info) => {
             report.device_code = true;
@@ -270,11 +289,11 @@ fn push_region(
     region: &Region<'_>,
     member: Option<&str>,
     section: &'static str,
-    options: Options,
+    ctx: &Ctx<'_>,
     report: &mut FileReport,
 ) {
     for c in &region.containers {
-        push_container(c, member, section, options, &mut report.entries);
+        push_container(c, member, section, ctx, &mut report.entries);
     }
     report.errors.extend(region.errors.iter().map(|e: &FatbinError| match member {
         Some(m) => format!("{m}: {section}: {e}"),
@@ -286,9 +305,10 @@ fn push_container(
     c: &Container<'_>,
     member: Option<&str>,
     section: &'static str,
-    options: Options,
+    ctx: &Ctx<'_>,
     out: &mut Vec<EntryReport>,
 ) {
+    let options = ctx.options;
     for entry in &c.entries {
         if entry.kind == Kind::Concat {
             let plain = if options.deep { Some(codec::plain(entry)) } else { None };
@@ -305,12 +325,18 @@ fn push_container(
                 }
                 out.push(r);
             }
+            if let crate::fatbin::Payload::Stored(bytes) = entry.payload {
+                (ctx.release)(bytes);
+            }
         } else {
             let mut r = entry_report(entry, c.offset, member, section);
             if options.deep && matches!(entry.kind, Kind::Elf | Kind::Ptx) {
                 match codec::plain(entry) {
                     Ok(bytes) => look_inside(entry.kind, &bytes, &mut r),
                     Err(e) => r.decode_error = Some(e.to_string()),
+                }
+                if let crate::fatbin::Payload::Stored(bytes) = entry.payload {
+                    (ctx.release)(bytes);
                 }
             }
             out.push(r);

@@ -262,7 +262,8 @@ pub fn list_path(
     if data.len() < 16 {
         return Ok(fatal(quote(b"Invalid fatbin header in '", b"'")));
     }
-    let object = hostelf::parse(&data).unwrap_or(Object::Other);
+    let object =
+        hostelf::parse_with(&data, &mut |walked| data.release(walked)).unwrap_or(Object::Other);
     let name = path.as_os_str().as_bytes();
     let mut lister = Lister::new(out, options, name);
     lister.object(&object, &display)?;
