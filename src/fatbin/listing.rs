@@ -13,6 +13,8 @@
 //! - `.nv_fatbin` sections only, unless the object has none (then
 //!   `__nv_relfatbin`) or `-all` asks for both;
 //! - archives: a blank line and `member PATH:MEMBER:` before each member;
+//!   cuobjdump stops at the first member with a BSD long name (`#1/LEN`),
+//!   silently (13.5, measured), so the listing does too;
 //! - a bare cubin: `ELF file    1: STEM.ARCH.cubin`;
 //! - messages on stderr after `PROG info    : ` / `PROG fatal   : `, with the
 //!   path made absolute by prefixing the working folder (not normalised).
@@ -99,6 +101,9 @@ impl<'w> Lister<'w> {
         match object {
             Object::Archive(members) => {
                 for member in members {
+                    if member.bsd_long_name {
+                        break;
+                    }
                     self.out.write_all(b"\nmember ")?;
                     self.out.write_all(display)?;
                     self.out.write_all(b":")?;
