@@ -182,7 +182,7 @@ pub fn inspect_bytes_with(
     data: &[u8],
     options: Options,
     report: &mut FileReport,
-    release: &dyn Fn(&[u8]),
+    release: &(dyn Fn(&[u8]) + Sync),
 ) {
     match hostelf::parse_with(data, &mut |part| release(part)) {
         Ok(object) => {
@@ -206,7 +206,7 @@ pub fn inspect_bytes_with(
 /// What the walk over entries needs besides the entries.
 struct Ctx<'r> {
     options: Options,
-    release: &'r dyn Fn(&[u8]),
+    release: &'r (dyn Fn(&[u8]) + Sync),
 }
 
 fn collect(
@@ -292,8 +292,22 @@ fn push_region(
     ctx: &Ctx<'_>,
     report: &mut FileReport,
 ) {
-    for c in &region.containers {
-        push_container(c, member, section, ctx, &mut report.entries);
+    use rayon::prelude::*;
+    // In deep mode entries are decoded in parallel (cuBLAS holds thousands,
+    // two or three per container); order is kept.
+    let all: Vec<(u64, &Entry<'_>)> = region
+        .containers
+        .iter()
+        .flat_map(|c| c.entries.iter().map(move |e| (c.offset, e)))
+        .collect();
+    let one = |&(container, entry): &(u64, &Entry<'_>)| {
+        entry_reports(entry, container, member, section, ctx)
+    };
+    if ctx.options.deep {
+        let reports: Vec<Vec<EntryReport>> = all.par_iter().map(one).collect();
+        report.entries.extend(reports.into_iter().flatten());
+    } else {
+        report.entries.extend(all.iter().flat_map(one));
     }
     report.errors.extend(region.errors.iter().map(|e: &FatbinError| match member {
         Some(m) => format!("{m}: {section}: {e}"),
@@ -301,6 +315,7 @@ fn push_region(
     }));
 }
 
+/// Appends the reports of a container's entries (scan mode).
 fn push_container(
     c: &Container<'_>,
     member: Option<&str>,
@@ -308,40 +323,48 @@ fn push_container(
     ctx: &Ctx<'_>,
     out: &mut Vec<EntryReport>,
 ) {
-    let options = ctx.options;
-    for entry in &c.entries {
-        if entry.kind == Kind::Concat {
-            let plain = if options.deep { Some(codec::plain(entry)) } else { None };
-            for part in &entry.parts {
-                let mut r = entry_report(part, c.offset, member, section);
-                r.concat = Some(entry.offset);
-                // Parts are stored inside the bundle's (compressed) payload.
-                r.codec = entry.codec;
-                if let Some(plain) = &plain {
-                    match plain.as_ref().map_err(Clone::clone).and_then(|p| codec::part(part, p)) {
-                        Ok(bytes) => look_inside(part.kind, bytes, &mut r),
-                        Err(e) => r.decode_error = Some(e.to_string()),
-                    }
-                }
-                out.push(r);
-            }
-            if let crate::fatbin::Payload::Stored(bytes) = entry.payload {
-                (ctx.release)(bytes);
-            }
-        } else {
-            let mut r = entry_report(entry, c.offset, member, section);
-            if options.deep && matches!(entry.kind, Kind::Elf | Kind::Ptx) {
-                match codec::plain(entry) {
-                    Ok(bytes) => look_inside(entry.kind, &bytes, &mut r),
+    out.extend(c.entries.iter().flat_map(|e| entry_reports(e, c.offset, member, section, ctx)));
+}
+
+/// The report(s) of one entry: one, or one per part of a `--concat` bundle.
+fn entry_reports(
+    entry: &Entry<'_>,
+    container: u64,
+    member: Option<&str>,
+    section: &'static str,
+    ctx: &Ctx<'_>,
+) -> Vec<EntryReport> {
+    let deep = ctx.options.deep;
+    let mut out = Vec::with_capacity(entry.parts.len().max(1));
+    if entry.kind == Kind::Concat {
+        let plain = if deep { Some(codec::plain(entry)) } else { None };
+        for part in &entry.parts {
+            let mut r = entry_report(part, container, member, section);
+            r.concat = Some(entry.offset);
+            // Parts are stored inside the bundle's (compressed) payload.
+            r.codec = entry.codec;
+            if let Some(plain) = &plain {
+                match plain.as_ref().map_err(Clone::clone).and_then(|p| codec::part(part, p)) {
+                    Ok(bytes) => look_inside(part.kind, bytes, &mut r),
                     Err(e) => r.decode_error = Some(e.to_string()),
-                }
-                if let crate::fatbin::Payload::Stored(bytes) = entry.payload {
-                    (ctx.release)(bytes);
                 }
             }
             out.push(r);
         }
+    } else {
+        let mut r = entry_report(entry, container, member, section);
+        if deep && matches!(entry.kind, Kind::Elf | Kind::Ptx) {
+            match codec::plain(entry) {
+                Ok(bytes) => look_inside(entry.kind, &bytes, &mut r),
+                Err(e) => r.decode_error = Some(e.to_string()),
+            }
+        }
+        out.push(r);
     }
+    if let (true, crate::fatbin::Payload::Stored(bytes)) = (deep, entry.payload) {
+        (ctx.release)(bytes);
+    }
+    out
 }
 
 fn look_inside(kind: Kind, bytes: &[u8], r: &mut EntryReport) {
