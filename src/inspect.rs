@@ -481,7 +481,9 @@ fn bytes(n: u64) -> String {
 /// Writes the human summary of one file.
 pub fn write_text(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
     let s = &r.summary;
-    if !r.device_code {
+    if r.format == "error" {
+        writeln!(out, "{}: not read", r.path)?;
+    } else if !r.device_code {
         writeln!(out, "{}: no device code ({})", r.path, r.format)?;
     } else {
         writeln!(

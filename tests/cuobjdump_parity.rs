@@ -121,3 +121,52 @@ fn deep_mode_tells_link_stubs_and_agrees_with_entry_headers() {
     }
     assert!(cubins > 50, "only {cubins} cubins checked");
 }
+
+#[test]
+fn folders_are_walked_sorted_and_only_device_code_is_reported() {
+    let variants = support::build_all();
+    let dir = &variants.iter().find(|(v, _)| v.name == "rdc-archive").unwrap().1;
+    let out =
+        std::process::Command::new(OURS).args(["--format", "json"]).arg(dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["version"], 1);
+    let names: Vec<String> = json["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            Path::new(f["path"].as_str().unwrap())
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    // host.o (no device code) is left out; the rest is in path order.
+    assert_eq!(names, ["a_member_with_a_long_name_for_gnu_ar.o", "devfn.o", "librdc.a"]);
+    let archive = &json["files"][2];
+    assert_eq!(archive["format"], "archive");
+    assert_eq!(archive["summary"]["sass"], serde_json::json!(["sm_80", "sm_86"]));
+    let members: Vec<&str> = archive["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["member"].as_str().unwrap())
+        .collect();
+    assert!(members.contains(&"a_member_with_a_long_name_for_gnu_ar.o"), "{members:?}");
+
+    // A missing path is reported, the others still inspected, status 2.
+    let out = std::process::Command::new(OURS)
+        .arg("/nonexistent/x")
+        .arg(dir.join("devfn.o"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text.contains("/nonexistent/x: not read\n  error: no such file or directory"),
+        "{text}"
+    );
+    assert!(text.contains("devfn.o: elf, 1 fatbin section(s), 1 cubin(s), 1 PTX"), "{text}");
+}

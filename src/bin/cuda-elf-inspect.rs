@@ -89,8 +89,9 @@ fn run(args: Args, prog: &str) -> anyhow::Result<u8> {
     let mut reports: Vec<FileReport> = Vec::new();
     let mut status = EXIT_OK;
     for path in &args.paths {
-        let meta = std::fs::metadata(path).with_context(|| path.display().to_string())?;
-        if meta.is_dir() {
+        // A path that cannot be read is reported like a damaged file (and
+        // makes the status 2); the other paths are still inspected.
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
             let walked = walk::walk(path, &walk::Options::default(), |p, kind| {
                 if !kind.file_type.is_file() {
                     return None;
@@ -108,8 +109,10 @@ fn run(args: Args, prog: &str) -> anyhow::Result<u8> {
         }
     }
     for r in &reports {
-        if !r.errors.is_empty() && status == EXIT_OK {
-            status = if r.format == "error" { EXIT_FAILURE } else { EXIT_FINDINGS };
+        if r.format == "error" {
+            status = EXIT_FAILURE;
+        } else if !r.errors.is_empty() && status == EXIT_OK {
+            status = EXIT_FINDINGS;
         }
     }
     match args.common.format {

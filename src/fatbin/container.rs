@@ -383,10 +383,8 @@ fn describe<'a>(
     )?;
     let options = match header.options_offset.get(le) {
         0 => None,
-        o if header.kind.get(le) == KIND_CONCAT => {
-            let _ = o; // the concat table, not options
-            None
-        }
+        // A concat bundle's offset points at its part table, not options.
+        _ if header.kind.get(le) == KIND_CONCAT => None,
         o => {
             let pair = read_at::<OffsetLen>(bytes, u64::from(o))
                 .ok_or(FatbinError::BadField { offset: at, field: "options" })?;

@@ -19,7 +19,6 @@
 //! - messages on stderr after `PROG info    : ` / `PROG fatal   : `, with the
 //!   path made absolute by prefixing the working folder (not normalised).
 
-use std::ffi::OsStr;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -299,11 +298,6 @@ pub fn conclude(counts: Counts, options: ListOptions, display: &[u8]) -> Outcome
         }
     }
     Outcome { messages, status: 0 }
-}
-
-/// `OsStr` bytes helper for callers that hold a `&OsStr`.
-pub fn os_bytes(s: &OsStr) -> &[u8] {
-    s.as_bytes()
 }
 
 #[cfg(test)]
