@@ -437,8 +437,9 @@ pub fn summarise(entries: &[EntryReport], deep: bool) -> Summary {
     let mut stub_archs = BTreeSet::new();
     for e in entries {
         *s.codecs.entry(e.codec).or_default() += 1;
-        s.stored_bytes += e.stored_size;
-        s.plain_bytes += e.plain_size;
+        // Sizes come from headers: saturate rather than overflow.
+        s.stored_bytes = s.stored_bytes.saturating_add(e.stored_size);
+        s.plain_bytes = s.plain_bytes.saturating_add(e.plain_size);
         match e.kind {
             Kind::Elf => {
                 s.cubins += 1;

@@ -52,7 +52,9 @@ pub fn plain<'a>(entry: &Entry<'a>) -> Result<Cow<'a, [u8]>, FatbinError> {
         Codec::Zstd => {
             let decoder = ruzstd::decoding::StreamingDecoder::new(input)
                 .map_err(|e| err(format!("zstd: {e}")))?;
-            let mut out = Vec::with_capacity(size);
+            // Grow with the real output: the header's size is a limit, not a
+            // reservation (a hostile header could claim 512 MiB).
+            let mut out = Vec::new();
             decoder
                 .take(size as u64 + 1)
                 .read_to_end(&mut out)
@@ -101,7 +103,8 @@ pub fn lz4_block(input: &[u8], size: usize) -> Result<Vec<u8>, String> {
         }
         Ok(len)
     }
-    let mut out: Vec<u8> = Vec::with_capacity(size);
+    // LZ4 expands at most 255x; reserve from what is really there.
+    let mut out: Vec<u8> = Vec::with_capacity(size.min(input.len().saturating_mul(255)));
     let mut at = 0usize;
     loop {
         let token = *input.get(at).ok_or("truncated block")?;
