@@ -6,7 +6,7 @@
 # build scripts and proc-macros (host artifacts) stay dynamic, as they must.
 HOST := $(shell rustc -vV | sed -n 's/^host: //p')
 STATIC_DIR := target/$(HOST)/release
-BINS := no-broken-symlinks
+BINS := no-broken-symlinks cuda-elf-inspect
 
 .PHONY: static demo test tools lint
 static:
@@ -24,7 +24,15 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets --locked -- -D warnings
 
-test: tools static lint
+test: tools static lint fuzz-build
 	cargo test --release --locked
 	bash nix/tests/run.sh $(STATIC_DIR)
 	bash benches/compare.sh --quick
+
+# The cargo-fuzz targets must keep building (CI runs this in `make test`).
+# libfuzzer-sys builds on stable; running them uses cargo-fuzz on stable with
+# RUSTC_BOOTSTRAP=1 and no sanitizer (see docs/robustness.md):
+#   RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none -O reader
+.PHONY: fuzz-build
+fuzz-build:
+	cd fuzz && CARGO_TARGET_DIR=../target/fuzz cargo build --locked --release --bins

@@ -10,6 +10,9 @@
 //! - [`walk`]: the parallel, deterministic walk of output trees.
 //! - [`capabilities`]: the capability table (data) and NVIDIA's compatibility rules.
 //! - [`symlinks`]: the noBrokenSymlinks decision procedure and its extra findings.
+//! - [`fatbin`]: the device-code reader and cuobjdump-compatible listing.
+//! - [`hostelf`]: where device code sits in host ELF files, archives, raw fatbins, cubins.
+//! - [`inspect`]: the per-file report of `cuda-elf-inspect` (summary and JSON).
 #![deny(missing_docs)]
 
 pub mod baseline;
@@ -17,7 +20,10 @@ pub mod buildenv;
 pub mod capabilities;
 pub mod cli;
 pub mod error;
+pub mod fatbin;
 pub mod finding;
+pub mod hostelf;
+pub mod inspect;
 pub mod linkage;
 pub mod log;
 pub mod report;

@@ -1,0 +1,38 @@
+//! Fuzz target: every entry point of the device-code reader on arbitrary
+//! bytes (as a whole file, and as a bare fatbin region), in deep and scan
+//! mode, plus the cuobjdump listing. Must never panic; crashes become named
+//! regression tests in tests/malformed.rs.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use nix_cuda_hooks::fatbin::{self, listing};
+use nix_cuda_hooks::{hostelf, inspect};
+
+fuzz_target!(|data: &[u8]| {
+    let region = fatbin::parse_region(data, 0);
+    for entry in region.entries() {
+        if let Ok(plain) = fatbin::codec::plain(entry) {
+            for part in &entry.parts {
+                let _ = fatbin::codec::part(part, &plain);
+            }
+        }
+    }
+    let _ = fatbin::scan(data, 0, &[]);
+    if let Ok(object) = hostelf::parse(data) {
+        let mut out = Vec::new();
+        let options = listing::ListOptions { elf: true, ptx: true, all: true };
+        let _ = listing::Lister::new(&mut out, options, b"fuzz").object(&object, b"/fuzz");
+    }
+    let mut report = inspect::FileReport {
+        path: String::new(),
+        format: "error",
+        size: data.len() as u64,
+        device_code: false,
+        sections: Vec::new(),
+        entries: Vec::new(),
+        scanned: None,
+        summary: Default::default(),
+        errors: Vec::new(),
+    };
+    inspect::inspect_bytes(data, inspect::Options { deep: true, scan: true }, &mut report);
+});

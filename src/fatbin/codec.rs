@@ -1,0 +1,160 @@
+//! Decompression of entry payloads, for the deep mode only.
+//!
+//! Two codecs occur in fatbins: one raw LZ4 block (no frame, so the output
+//! size comes from the entry header) and one ZSTD frame. Both are pure Rust
+//! here (ours, `ruzstd`) so the static binaries need no C library. The
+//! LZ4 block decoder is our own (60 lines, every read bounded): lz4_flex 0.10,
+//! the last release for our MSRV, panics on some malformed blocks. The
+//! output size is taken from the header but capped by [`MAX_PLAIN_SIZE`]: a
+//! hostile header cannot make us allocate more, and a frame that inflates past
+//! the header's size is an error, not a bigger buffer. LTO-IR (kind 8) claims
+//! ZSTD but is obfuscated, so it is never decoded.
+
+use std::borrow::Cow;
+use std::io::Read;
+
+use super::{Codec, Entry, FatbinError, Kind, Payload};
+
+/// The largest decompressed payload we accept (the largest cubins in cuBLAS
+/// are a few tens of MB).
+pub const MAX_PLAIN_SIZE: u64 = 512 << 20;
+
+/// The plain bytes of a stored entry: borrowed when raw, decompressed otherwise.
+/// Parts of `--concat` bundles are sliced out of their parent with [`part`].
+pub fn plain<'a>(entry: &Entry<'a>) -> Result<Cow<'a, [u8]>, FatbinError> {
+    let err = |reason: String| FatbinError::Decode { offset: entry.offset, reason };
+    if entry.kind == Kind::LtoIr {
+        return Err(err("LTO-IR is obfuscated and never decoded".into()));
+    }
+    let Payload::Stored(stored) = entry.payload else {
+        return Err(err("a concat part has no payload of its own".into()));
+    };
+    if entry.codec == Codec::None {
+        return Ok(Cow::Borrowed(stored));
+    }
+    let size = entry.uncompressed_size;
+    if size > MAX_PLAIN_SIZE {
+        return Err(err(format!("uncompressed size {size} is over the limit of {MAX_PLAIN_SIZE}")));
+    }
+    let input = match entry.compressed_size {
+        0 => stored,
+        n => stored.get(..n as usize).ok_or_else(|| {
+            err(format!("compressed size {n} is larger than the stored {} bytes", stored.len()))
+        })?,
+    };
+    let size = size as usize;
+    match entry.codec {
+        Codec::None => Ok(Cow::Borrowed(stored)),
+        Codec::Lz4 => {
+            let out = lz4_block(input, size).map_err(|e| err(format!("lz4: {e}")))?;
+            Ok(Cow::Owned(out))
+        }
+        Codec::Zstd => {
+            let decoder = ruzstd::decoding::StreamingDecoder::new(input)
+                .map_err(|e| err(format!("zstd: {e}")))?;
+            // Grow with the real output: the header's size is a limit, not a
+            // reservation (a hostile header could claim 512 MiB).
+            let mut out = Vec::new();
+            decoder
+                .take(size as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| err(format!("zstd: {e}")))?;
+            if out.len() != size {
+                return Err(err(format!("zstd: {} bytes out, header says {size}", out.len())));
+            }
+            Ok(Cow::Owned(out))
+        }
+    }
+}
+
+/// The bytes of a `--concat` part, given its parent's plain payload.
+pub fn part<'p>(part: &Entry<'_>, parent_plain: &'p [u8]) -> Result<&'p [u8], FatbinError> {
+    let Payload::Part { offset, size } = part.payload else {
+        return Err(FatbinError::Decode { offset: part.offset, reason: "not a part".into() });
+    };
+    let range = usize::try_from(offset)
+        .ok()
+        .zip(offset.checked_add(size).and_then(|e| usize::try_from(e).ok()));
+    range.and_then(|(s, e)| parent_plain.get(s..e)).ok_or_else(|| FatbinError::Decode {
+        offset: part.offset,
+        reason: format!(
+            "part {offset}+{size} is outside the bundle's {} bytes",
+            parent_plain.len()
+        ),
+    })
+}
+
+/// Decodes one raw LZ4 block that must produce exactly `size` bytes.
+/// Format: sequences of a token (literal length high nibble, match length
+/// low nibble, 15 = more bytes follow), literals, a 2-byte little-endian
+/// match offset and the match; the last sequence has literals only.
+pub fn lz4_block(input: &[u8], size: usize) -> Result<Vec<u8>, String> {
+    fn length(input: &[u8], at: &mut usize, nibble: usize) -> Result<usize, String> {
+        let mut len = nibble;
+        if nibble == 15 {
+            loop {
+                let b = *input.get(*at).ok_or("truncated length")?;
+                *at += 1;
+                len = len.checked_add(usize::from(b)).ok_or("length overflow")?;
+                if b != 255 {
+                    break;
+                }
+            }
+        }
+        Ok(len)
+    }
+    // LZ4 expands at most 255x; reserve from what is really there.
+    let mut out: Vec<u8> = Vec::with_capacity(size.min(input.len().saturating_mul(255)));
+    let mut at = 0usize;
+    loop {
+        let token = *input.get(at).ok_or("truncated block")?;
+        at += 1;
+        let literals = length(input, &mut at, usize::from(token >> 4))?;
+        let end = at.checked_add(literals).ok_or("literal overflow")?;
+        let bytes = input.get(at..end).ok_or("literals past the end of the block")?;
+        if out.len() + bytes.len() > size {
+            return Err(format!("output exceeds the {size} bytes the header announced"));
+        }
+        out.extend_from_slice(bytes);
+        at = end;
+        if at == input.len() {
+            break;
+        }
+        let offset = input.get(at..at + 2).ok_or("truncated match offset")?;
+        let offset = usize::from(u16::from_le_bytes([offset[0], offset[1]]));
+        at += 2;
+        let len =
+            length(input, &mut at, usize::from(token & 15))?.checked_add(4).ok_or("overflow")?;
+        if offset == 0 || offset > out.len() {
+            return Err(format!("match offset {offset} outside the {} bytes decoded", out.len()));
+        }
+        if out.len() + len > size {
+            return Err(format!("output exceeds the {size} bytes the header announced"));
+        }
+        let start = out.len() - offset;
+        for i in 0..len {
+            let b = out[start + i];
+            out.push(b);
+        }
+    }
+    if out.len() != size {
+        return Err(format!("{} bytes out, header says {size}", out.len()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lz4_block;
+
+    #[test]
+    fn lz4_blocks_decode_with_overlapping_matches() {
+        // "abcabcabcabc!": 3 literals, match offset 3 length 9, then "!".
+        let block = [0x35, b'a', b'b', b'c', 3, 0, 0x10, b'!'];
+        assert_eq!(lz4_block(&block, 13).unwrap(), b"abcabcabcabc!");
+        assert!(lz4_block(&block, 12).is_err());
+        assert!(lz4_block(&[0x35, b'a', 9, 0, 0], 20).is_err());
+        assert!(lz4_block(&[0xf0, 255, 255], 20).is_err());
+        assert!(lz4_block(&[], 0).is_err());
+    }
+}

@@ -1,0 +1,497 @@
+//! Walking containers and entries with bounds checks on every step.
+//!
+//! The input is a byte region (a section's file bytes, a raw `.fatbin`) and
+//! the file offset where it starts, so that every entry and every error names
+//! a file offset a user can look at with `xxd`. Nothing here reads a payload:
+//! entries borrow their identifier, options and payload slices from the
+//! region. Damage is reported as [`FatbinError`] and the walk resynchronises
+//! on the next 8-aligned container magic, so one bad container does not hide
+//! the rest of a library.
+
+use super::header::{
+    align_up, read_at, ContainerHeader, EntryHeader, OffsetLen, CONTAINER_HEADER_SIZE,
+    CONTAINER_MAGIC, ENTRY_HEADER_MIN, KIND_CONCAT,
+};
+use super::{Arch, Codec, FatbinError, Kind};
+
+/// Where an entry's payload bytes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload<'a> {
+    /// Stored in the file (possibly compressed): the stored bytes.
+    Stored(&'a [u8]),
+    /// A part of a `--concat` bundle: a range of the parent's decompressed payload.
+    Part {
+        /// Offset in the parent's decompressed payload.
+        offset: u64,
+        /// Length in bytes.
+        size: u64,
+    },
+}
+
+/// One entry (or one part of a `--concat` entry), headers only.
+#[derive(Debug, Clone)]
+pub struct Entry<'a> {
+    /// File offset of the entry header (of the part descriptor for parts).
+    pub offset: u64,
+    /// What the entry holds.
+    pub kind: Kind,
+    /// Entry format version (0x0101).
+    pub version: u16,
+    /// Bytes of entry header (0 for parts, whose descriptors have no such field).
+    pub header_size: u32,
+    /// Target SM and `a`/`f` variant, from the entry header.
+    pub arch: Arch,
+    /// Major version (PTX ISA major; ELF format major).
+    pub major: u16,
+    /// Minor version.
+    pub minor: u16,
+    /// Raw flags.
+    pub flags: u64,
+    /// How the payload is stored.
+    pub codec: Codec,
+    /// Stored payload bytes.
+    pub stored_size: u64,
+    /// Compressed size from the header (0 when raw).
+    pub compressed_size: u32,
+    /// Uncompressed size from the header (0 when raw).
+    pub uncompressed_size: u64,
+    /// The identifier bytes (as stored; may carry trailing spaces).
+    pub identifier: Option<&'a [u8]>,
+    /// The options string bytes (compiler options recorded by nvcc).
+    pub options: Option<&'a [u8]>,
+    /// The payload.
+    pub payload: Payload<'a>,
+    /// For [`Kind::Concat`]: its parts, in table order.
+    pub parts: Vec<Entry<'a>>,
+}
+
+impl Entry<'_> {
+    /// Size of the payload once decompressed (the stored size when raw).
+    pub fn plain_size(&self) -> u64 {
+        match self.payload {
+            Payload::Part { size, .. } => size,
+            Payload::Stored(_) if self.codec == Codec::None => self.stored_size,
+            Payload::Stored(_) => self.uncompressed_size,
+        }
+    }
+
+    /// Whether the entry carries the debug flag (`-G`).
+    pub fn debug(&self) -> bool {
+        self.flags & super::header::FLAG_DEBUG != 0
+    }
+}
+
+/// One container and its entries.
+#[derive(Debug, Clone)]
+pub struct Container<'a> {
+    /// File offset of the container header.
+    pub offset: u64,
+    /// Container format version.
+    pub version: u16,
+    /// Bytes of entries declared by the header.
+    pub entries_size: u64,
+    /// The entries that could be read, in file order.
+    pub entries: Vec<Entry<'a>>,
+}
+
+/// What a region holds: the containers read and the damage found.
+#[derive(Debug, Clone, Default)]
+pub struct Region<'a> {
+    /// Containers in file order.
+    pub containers: Vec<Container<'a>>,
+    /// Malformed structures, in file order.
+    pub errors: Vec<FatbinError>,
+}
+
+impl<'a> Region<'a> {
+    /// Every entry of every container, in file order (concat bundles as one).
+    pub fn entries(&self) -> impl Iterator<Item = &Entry<'a>> {
+        self.containers.iter().flat_map(|c| c.entries.iter())
+    }
+}
+
+fn u(v: usize) -> u64 {
+    v as u64
+}
+
+/// Reads every container of `data`, a region that starts at file offset `base`.
+pub fn parse_region(data: &[u8], base: u64) -> Region<'_> {
+    parse_region_with(data, base, &mut |_| {})
+}
+
+/// How often [`parse_region_with`] reports progress.
+const RELEASE_STEP: u64 = 4 << 20;
+
+/// [`parse_region`], calling `walked(prefix)` every few MiB with the prefix
+/// of `data` the walk will not read again (entries may still borrow from
+/// it). A memory-mapped caller can drop those pages from its resident set:
+/// the kernel maps neighbouring pages around every header it faults in, so
+/// without this a walk over cuBLAS's 255 MB section keeps ~50 MB resident.
+pub fn parse_region_with<'a>(
+    data: &'a [u8],
+    base: u64,
+    walked: &mut dyn FnMut(&'a [u8]),
+) -> Region<'a> {
+    let mut released = 0u64;
+    let mut region = Region::default();
+    let len = u(data.len());
+    let mut off = 0u64;
+    while off < len {
+        let have = len - off;
+        let Some(header) = read_at::<ContainerHeader>(data, off) else {
+            if !is_zero(data, off, len) {
+                region.errors.push(FatbinError::Truncated {
+                    offset: base + off,
+                    what: "container header",
+                    need: u(CONTAINER_HEADER_SIZE),
+                    have,
+                });
+            }
+            break;
+        };
+        if header.magic.get(object::LittleEndian) != CONTAINER_MAGIC {
+            // Zero padding between containers is normal; anything else is damage.
+            if read_at::<object::endian::U64<object::LittleEndian>>(data, off)
+                .is_some_and(|v| v.get(object::LittleEndian) == 0)
+            {
+                off += 8;
+                continue;
+            }
+            region.errors.push(FatbinError::BadMagic {
+                offset: base + off,
+                found: header.magic.get(object::LittleEndian),
+            });
+            match next_magic(data, off + 8) {
+                Some(next) => {
+                    off = next;
+                    continue;
+                }
+                None => break,
+            }
+        }
+        match parse_container(data, base, off) {
+            Ok((container, next, errors)) => {
+                region.containers.push(container);
+                region.errors.extend(errors);
+                off = next;
+                if off.saturating_sub(released) >= RELEASE_STEP {
+                    released = off.min(len);
+                    walked(slice(data, 0, released).unwrap_or_default());
+                }
+            }
+            Err(err) => {
+                region.errors.push(err);
+                match next_magic(data, off + 8) {
+                    Some(next) => off = next,
+                    None => break,
+                }
+            }
+        }
+    }
+    walked(data);
+    region
+}
+
+fn is_zero(data: &[u8], from: u64, to: u64) -> bool {
+    let (Ok(from), Ok(to)) = (usize::try_from(from), usize::try_from(to)) else {
+        return false;
+    };
+    data.get(from..to).is_some_and(|b| b.iter().all(|&x| x == 0))
+}
+
+/// The next 8-aligned offset at or after `from` that holds the container magic.
+fn next_magic(data: &[u8], from: u64) -> Option<u64> {
+    let mut off = align_up(from)?;
+    let magic = CONTAINER_MAGIC.to_le_bytes();
+    while let Some(word) = usize::try_from(off).ok().and_then(|o| data.get(o..o.checked_add(4)?)) {
+        if word == magic {
+            return Some(off);
+        }
+        off = off.checked_add(8)?;
+    }
+    None
+}
+
+/// Reads the container at `off` (magic already checked). Returns it, the
+/// offset where the next one may start, and non-fatal damage inside it.
+fn parse_container<'a>(
+    data: &'a [u8],
+    base: u64,
+    off: u64,
+) -> Result<(Container<'a>, u64, Vec<FatbinError>), FatbinError> {
+    let len = u(data.len());
+    let header = read_at::<ContainerHeader>(data, off).ok_or(FatbinError::Truncated {
+        offset: base + off,
+        what: "container header",
+        need: u(CONTAINER_HEADER_SIZE),
+        have: len.saturating_sub(off),
+    })?;
+    let le = object::LittleEndian;
+    let header_size = u64::from(header.header_size.get(le));
+    if header_size < u(CONTAINER_HEADER_SIZE) {
+        return Err(FatbinError::BadHeaderSize {
+            offset: base + off,
+            what: "container",
+            size: header_size,
+        });
+    }
+    let entries_size = header.entries_size.get(le);
+    let start = off + header_size;
+    let declared_end = start.checked_add(entries_size);
+    let mut errors = Vec::new();
+    let end = match declared_end {
+        Some(end) if end <= len => end,
+        _ => {
+            errors.push(FatbinError::PastEnd {
+                offset: base + off,
+                what: "container",
+                end: base.saturating_add(declared_end.unwrap_or(u64::MAX)),
+                within: "region",
+                limit: base + len,
+            });
+            len
+        }
+    };
+    let mut container = Container {
+        offset: base + off,
+        version: header.version.get(le),
+        entries_size,
+        entries: Vec::new(),
+    };
+    let mut e = start.min(len);
+    while e < end {
+        match parse_entry(data, base, e, end) {
+            Ok((entry, next)) => {
+                container.entries.push(entry);
+                e = next;
+            }
+            Err(err) => {
+                // An entry that cannot be stepped over ends its container; the
+                // container's own size still says where the next one starts.
+                errors.push(err);
+                if !matches!(declared_end, Some(d) if d <= len) {
+                    let next = next_magic(data, e + 8).unwrap_or(len);
+                    return Ok((container, next, errors));
+                }
+                break;
+            }
+        }
+    }
+    let next = if declared_end.is_some_and(|d| d <= len) {
+        align_up(end).unwrap_or(len)
+    } else {
+        // Truncated container: look for the next header after what we read.
+        next_magic(data, e).unwrap_or(len)
+    };
+    Ok((container, next, errors))
+}
+
+/// Reads the entry at `e`, which must end by `end`.
+fn parse_entry(data: &[u8], base: u64, e: u64, end: u64) -> Result<(Entry<'_>, u64), FatbinError> {
+    let le = object::LittleEndian;
+    let have = end - e;
+    let header = match read_at::<EntryHeader>(data, e) {
+        Some(h) if have >= u(ENTRY_HEADER_MIN) => h,
+        _ => {
+            return Err(FatbinError::Truncated {
+                offset: base + e,
+                what: "entry header",
+                need: u(ENTRY_HEADER_MIN),
+                have,
+            })
+        }
+    };
+    let header_size = header.header_size.get(le);
+    if u64::from(header_size) < u(ENTRY_HEADER_MIN) || header_size % 8 != 0 {
+        return Err(FatbinError::BadHeaderSize {
+            offset: base + e,
+            what: "entry",
+            size: u64::from(header_size),
+        });
+    }
+    let payload_start = e + u64::from(header_size);
+    if payload_start > end {
+        return Err(FatbinError::PastEnd {
+            offset: base + e,
+            what: "entry header",
+            end: base + payload_start,
+            within: "container",
+            limit: base + end,
+        });
+    }
+    let payload_size = header.payload_size.get(le);
+    let payload_end = match payload_start.checked_add(payload_size) {
+        Some(p) if p <= end => p,
+        other => {
+            return Err(FatbinError::PastEnd {
+                offset: base + e,
+                what: "entry payload",
+                end: base.saturating_add(other.unwrap_or(u64::MAX)),
+                within: "container",
+                limit: base + end,
+            })
+        }
+    };
+    // Both bounds were checked against `end <= data.len()` above.
+    let header_bytes = slice(data, e, payload_start).unwrap_or_default();
+    let payload = slice(data, payload_start, payload_end).unwrap_or_default();
+    let mut entry = describe(header, header_bytes, base + e, Payload::Stored(payload))?;
+    entry.header_size = header_size;
+    if entry.kind == Kind::Concat {
+        entry.parts = parse_parts(header, header_bytes, base + e)?;
+    }
+    let next = align_up(payload_end).unwrap_or(end).min(end);
+    Ok((entry, next.max(payload_end)))
+}
+
+fn slice(data: &[u8], from: u64, to: u64) -> Option<&[u8]> {
+    data.get(usize::try_from(from).ok()?..usize::try_from(to).ok()?)
+}
+
+/// A `(offset, length)` string inside `bytes`, `None` when absent.
+fn string_at<'a>(
+    bytes: &'a [u8],
+    offset: u32,
+    len: u32,
+    at: u64,
+    field: &'static str,
+) -> Result<Option<&'a [u8]>, FatbinError> {
+    if offset == 0 {
+        return Ok(None);
+    }
+    let end = u64::from(offset) + u64::from(len);
+    slice(bytes, u64::from(offset), end)
+        .map(Some)
+        .ok_or(FatbinError::BadField { offset: at, field })
+}
+
+/// The common fields of an entry header or a concat part descriptor.
+fn describe<'a>(
+    header: &EntryHeader,
+    bytes: &'a [u8],
+    at: u64,
+    payload: Payload<'a>,
+) -> Result<Entry<'a>, FatbinError> {
+    let le = object::LittleEndian;
+    let flags = header.flags.get(le);
+    let identifier = string_at(
+        bytes,
+        header.identifier_offset.get(le),
+        header.identifier_len.get(le),
+        at,
+        "identifier",
+    )?;
+    let options = match header.options_offset.get(le) {
+        0 => None,
+        // A concat bundle's offset points at its part table, not options.
+        _ if header.kind.get(le) == KIND_CONCAT => None,
+        o => {
+            let pair = read_at::<OffsetLen>(bytes, u64::from(o))
+                .ok_or(FatbinError::BadField { offset: at, field: "options" })?;
+            string_at(bytes, pair.offset.get(le), pair.len.get(le), at, "options")?
+        }
+    };
+    Ok(Entry {
+        offset: at,
+        kind: Kind::from_raw(header.kind.get(le)),
+        version: header.version.get(le),
+        header_size: 0,
+        arch: Arch::from_entry(header.sm.get(le), flags),
+        major: header.major.get(le),
+        minor: header.minor.get(le),
+        flags,
+        codec: Codec::from_flags(flags),
+        stored_size: header.payload_size.get(le),
+        compressed_size: header.compressed_size.get(le),
+        uncompressed_size: header.uncompressed_size.get(le),
+        identifier,
+        options,
+        payload,
+        parts: Vec::new(),
+    })
+}
+
+/// The part table of a `--concat` entry: a `(count, table bytes)` pair at the
+/// options offset, then one descriptor per part. A descriptor has the layout
+/// of an entry header whose `header_size` field holds the part's offset in the
+/// decompressed payload; its length is 64 bytes plus its options and
+/// identifier strings (NUL-terminated, padded to 8), as nvcc 13 writes them.
+fn parse_parts<'a>(
+    header: &EntryHeader,
+    bytes: &'a [u8],
+    at: u64,
+) -> Result<Vec<Entry<'a>>, FatbinError> {
+    let le = object::LittleEndian;
+    let table_at = u64::from(header.options_offset.get(le));
+    let bad = FatbinError::BadField { offset: at, field: "concat part table" };
+    let table = read_at::<OffsetLen>(bytes, table_at).ok_or(bad.clone())?;
+    let count = table.offset.get(le);
+    let table_end = table_at.checked_add(u64::from(table.len.get(le))).ok_or(bad.clone())?;
+    if table_end > u(bytes.len()) || u64::from(count) > u64::from(table.len.get(le)) / 64 {
+        return Err(bad);
+    }
+    let mut parts = Vec::with_capacity(count as usize);
+    let mut p = table_at + 8;
+    for _ in 0..count {
+        let desc_bytes = slice(bytes, p, table_end).ok_or(bad.clone())?;
+        let desc = read_at::<EntryHeader>(desc_bytes, 0).ok_or(bad.clone())?;
+        let size = part_descriptor_size(desc, desc_bytes).ok_or(bad.clone())?;
+        let desc_bytes = desc_bytes.get(..size as usize).ok_or(bad.clone())?;
+        let payload = Payload::Part {
+            offset: u64::from(desc.header_size.get(le)),
+            size: desc.payload_size.get(le),
+        };
+        parts.push(describe(desc, desc_bytes, at + p, payload)?);
+        p += size;
+    }
+    Ok(parts)
+}
+
+/// Length of one concat part descriptor, `None` when its fields are unusable.
+fn part_descriptor_size(desc: &EntryHeader, bytes: &[u8]) -> Option<u64> {
+    let le = object::LittleEndian;
+    let mut end = u(ENTRY_HEADER_MIN);
+    let options = u64::from(desc.options_offset.get(le));
+    if options != 0 {
+        let pair = read_at::<OffsetLen>(bytes, options)?;
+        end = end.max(options + 8);
+        end = end.max(u64::from(pair.offset.get(le)) + u64::from(pair.len.get(le)) + 1);
+    }
+    let ident = u64::from(desc.identifier_offset.get(le));
+    if ident != 0 {
+        end = end.max(ident + u64::from(desc.identifier_len.get(le)) + 1);
+    }
+    let end = align_up(end)?;
+    (end <= u(bytes.len())).then_some(end)
+}
+
+/// Finds containers anywhere in `data` (file offset `base`) outside the
+/// `skip` ranges (file offsets, `[start, end)`): the scan mode for libraries
+/// that keep fatbins in `.data` (cuFFT). A candidate counts only when its
+/// header is well formed and its first entry parses, so random bytes that
+/// happen to hold the magic are not reported.
+pub fn scan<'a>(data: &'a [u8], base: u64, skip: &[(u64, u64)]) -> Vec<Container<'a>> {
+    let mut found = Vec::new();
+    let len = u(data.len());
+    let mut off = 0u64;
+    while let Some(at) = next_magic(data, off) {
+        let file_at = base + at;
+        if let Some(&(_, end)) = skip.iter().find(|(s, e)| file_at >= *s && file_at < *e) {
+            off = align_up(end.saturating_sub(base)).unwrap_or(len);
+            continue;
+        }
+        match parse_container(data, base, at) {
+            Ok((c, next, errors))
+                if errors.is_empty()
+                    && !c.entries.is_empty()
+                    && read_at::<ContainerHeader>(data, at)
+                        .is_some_and(|h| h.header_size.get(object::LittleEndian) == 16) =>
+            {
+                found.push(c);
+                off = next.max(at + 8);
+            }
+            _ => off = at + 8,
+        }
+    }
+    found
+}

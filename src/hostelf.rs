@@ -1,0 +1,308 @@
+//! Finding device code in what a build produces: host ELF files (their
+//! `.nv_fatbin` and `__nv_relfatbin` sections), static archives (each member
+//! its own object, GNU and BSD long names), raw `.fatbin` files and bare
+//! cubins.
+//!
+//! The `object` crate reads the ELF and archive structures; fatbin regions are
+//! handed to [`crate::fatbin::parse_region`] with their file offsets. Files
+//! are memory-mapped once ([`map`]) and everything else borrows from the map.
+//! Little-endian host ELF files of both classes are read: cuobjdump 13.5
+//! lists the `.nv_fatbin` of an ELF32 object too (measured with an
+//! `objcopy -O elf32-i386` object), so parity needs it. Big-endian files
+//! (no CUDA host platform) are rejected with a typed error.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use object::elf;
+use object::read::elf::{FileHeader, SectionHeader};
+use object::LittleEndian as LE;
+
+use crate::fatbin::container::parse_region_with;
+use crate::fatbin::cubin::{self, CubinInfo};
+use crate::fatbin::header::CONTAINER_MAGIC;
+use crate::fatbin::Region;
+
+/// Name of the section with executable device code.
+pub const NV_FATBIN: &str = ".nv_fatbin";
+/// Name of the section with relocatable device code (`-rdc`).
+pub const NV_RELFATBIN: &str = "__nv_relfatbin";
+
+/// Why a file or member could not be read as an object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// A big-endian ELF file.
+    #[error("big-endian ELF files are not supported")]
+    BigEndian,
+    /// Broken ELF structure (headers, section table).
+    #[error("malformed ELF file: {0}")]
+    Elf(String),
+    /// Broken archive structure.
+    #[error("malformed archive: {0}")]
+    Archive(String),
+    /// A fatbin section that has no bytes in the file.
+    #[error("section {section} has type NOBITS: no device code bytes in the file")]
+    NoBits {
+        /// Section name.
+        section: &'static str,
+    },
+    /// A fatbin section whose bytes are outside the file.
+    #[error("section {section}: {message}")]
+    SectionData {
+        /// Section name.
+        section: &'static str,
+        /// What object said.
+        message: String,
+    },
+}
+
+/// What a file (or an archive member) is, with its device code found.
+#[derive(Debug)]
+pub enum Object<'a> {
+    /// A host ELF file.
+    Elf(ElfObject<'a>),
+    /// A static archive.
+    Archive(Vec<Member<'a>>),
+    /// A raw fatbin (`nvcc -fatbin`).
+    Fatbin(Region<'a>),
+    /// A bare cubin (`nvcc -cubin`), with what its header says.
+    Cubin(Result<CubinInfo, String>),
+    /// Anything else: no device code.
+    Other,
+}
+
+/// A host ELF file's fatbin sections.
+#[derive(Debug, Default)]
+pub struct ElfObject<'a> {
+    /// The `.nv_fatbin` and `__nv_relfatbin` sections, in section-table order.
+    pub sections: Vec<FatbinSection<'a>>,
+    /// Sections that could not be read.
+    pub errors: Vec<ReadError>,
+}
+
+/// One fatbin section of a host ELF file.
+#[derive(Debug)]
+pub struct FatbinSection<'a> {
+    /// [`NV_FATBIN`] or [`NV_RELFATBIN`].
+    pub name: &'static str,
+    /// Index in the section table.
+    pub index: usize,
+    /// File offset.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// What the section holds.
+    pub region: Region<'a>,
+}
+
+/// One member of a static archive.
+#[derive(Debug)]
+pub struct Member<'a> {
+    /// The member's name (long names resolved).
+    pub name: &'a [u8],
+    /// The name was a BSD long name (`#1/LEN` in the header).
+    pub bsd_long_name: bool,
+    /// File offset of the member's data.
+    pub offset: u64,
+    /// The member read as an object.
+    pub object: Result<Object<'a>, ReadError>,
+}
+
+impl Object<'_> {
+    /// A short word for the kind of file (`elf`, `archive`, `fatbin`, `cubin`, `other`).
+    pub fn format(&self) -> &'static str {
+        match self {
+            Object::Elf(_) => "elf",
+            Object::Archive(_) => "archive",
+            Object::Fatbin(_) => "fatbin",
+            Object::Cubin(_) => "cubin",
+            Object::Other => "other",
+        }
+    }
+}
+
+/// Reads `data` (a whole file) as an object.
+pub fn parse(data: &[u8]) -> Result<Object<'_>, ReadError> {
+    parse_with(data, &mut |_| {})
+}
+
+/// [`parse`], telling `walked` which fatbin bytes the walk is done reading
+/// (see [`crate::fatbin::container::parse_region_with`]); [`Mapped::release`]
+/// is the intended callback.
+pub fn parse_with<'a>(
+    data: &'a [u8],
+    walked: &mut dyn FnMut(&'a [u8]),
+) -> Result<Object<'a>, ReadError> {
+    parse_at(data, 0, true, walked)
+}
+
+type Walked<'w, 'a> = &'w mut dyn FnMut(&'a [u8]);
+
+fn parse_at<'a>(
+    data: &'a [u8],
+    base: u64,
+    archives: bool,
+    walked: Walked<'_, 'a>,
+) -> Result<Object<'a>, ReadError> {
+    if archives && (data.starts_with(b"!<arch>\n") || data.starts_with(b"!<thin>\n")) {
+        return parse_archive(data, walked).map(Object::Archive);
+    }
+    if data.starts_with(&elf::ELFMAG) {
+        if data.get(5) == Some(&2) {
+            return Err(ReadError::BigEndian);
+        }
+        if cubin::is_cubin(data) {
+            return Ok(Object::Cubin(cubin::read_cubin(data)));
+        }
+        return match data.get(4) {
+            Some(2) => parse_elf::<elf::FileHeader64<LE>>(data, base, walked),
+            Some(1) => parse_elf::<elf::FileHeader32<LE>>(data, base, walked),
+            _ => Err(ReadError::Elf("unknown ELF class".into())),
+        }
+        .map(Object::Elf);
+    }
+    if data.get(..4) == Some(&CONTAINER_MAGIC.to_le_bytes()[..]) {
+        return Ok(Object::Fatbin(parse_region_with(data, base, walked)));
+    }
+    Ok(Object::Other)
+}
+
+fn parse_elf<'a, H: FileHeader<Endian = LE>>(
+    data: &'a [u8],
+    base: u64,
+    walked: Walked<'_, 'a>,
+) -> Result<ElfObject<'a>, ReadError> {
+    let e = |err: object::read::Error| ReadError::Elf(err.to_string());
+    let header = H::parse(data).map_err(e)?;
+    let sections = header.sections(LE, data).map_err(e)?;
+    let mut object = ElfObject::default();
+    for (index, section) in sections.iter().enumerate() {
+        let name = match sections.section_name(LE, section) {
+            Ok(n) if n == NV_FATBIN.as_bytes() => NV_FATBIN,
+            Ok(n) if n == NV_RELFATBIN.as_bytes() => NV_RELFATBIN,
+            _ => continue,
+        };
+        if section.sh_type(LE) == elf::SHT_NOBITS {
+            object.errors.push(ReadError::NoBits { section: name });
+            continue;
+        }
+        let bytes = match section.data(LE, data) {
+            Ok(b) => b,
+            Err(err) => {
+                object
+                    .errors
+                    .push(ReadError::SectionData { section: name, message: err.to_string() });
+                continue;
+            }
+        };
+        let offset: u64 = section.sh_offset(LE).into();
+        object.sections.push(FatbinSection {
+            name,
+            index,
+            offset: base.saturating_add(offset),
+            size: section.sh_size(LE).into(),
+            region: parse_region_with(bytes, base.saturating_add(offset), walked),
+        });
+    }
+    Ok(object)
+}
+
+fn parse_archive<'a>(data: &'a [u8], walked: Walked<'_, 'a>) -> Result<Vec<Member<'a>>, ReadError> {
+    let archive = object::read::archive::ArchiveFile::parse(data)
+        .map_err(|e| ReadError::Archive(e.to_string()))?;
+    let mut members = Vec::new();
+    for member in archive.members() {
+        let member = member.map_err(|e| ReadError::Archive(e.to_string()))?;
+        let (offset, _) = member.file_range();
+        let object = match member.data(data) {
+            Ok(bytes) => parse_at(bytes, offset, false, walked),
+            Err(e) => Err(ReadError::Archive(e.to_string())),
+        };
+        let bsd_long_name = member.header().is_some_and(|h| h.name.starts_with(b"#1/"));
+        members.push(Member { name: member.name(), offset, object, bsd_long_name });
+    }
+    Ok(members)
+}
+
+/// A file's bytes, memory-mapped (or empty for an empty file).
+pub struct Mapped(Option<memmap2::Mmap>);
+
+impl std::ops::Deref for Mapped {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.0.as_deref().unwrap_or(&[])
+    }
+}
+
+impl Mapped {
+    /// Drops the pages of `part` (a slice of this map) from the resident
+    /// set; they are read again from the file if touched. Used while walking
+    /// large fatbin sections (see [`parse_with`]). A no-op for other slices.
+    pub fn release(&self, part: &[u8]) {
+        let Some(map) = &self.0 else { return };
+        let start = (part.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
+        let Some(end) = start.checked_add(part.len()).filter(|&e| e <= map.len()) else {
+            return;
+        };
+        const PAGE: usize = 4096;
+        let (first, last) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
+        if last > first {
+            // SAFETY: the map is a private, read-only mapping of a file that
+            // this process never writes, so MADV_DONTNEED only drops clean
+            // pages: the next access reads the same bytes from the file, and
+            // every slice borrowed from the map keeps its contents (the same
+            // condition as the map itself: the file is not changed under us).
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first)
+            };
+        }
+    }
+}
+
+/// Maps `path` read-only.
+pub fn map(path: &Path) -> io::Result<Mapped> {
+    let file = File::open(path)?;
+    map_file(&file)
+}
+
+/// Maps an open file read-only.
+pub fn map_file(file: &File) -> io::Result<Mapped> {
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(io::Error::from_raw_os_error(libc::EISDIR));
+    }
+    if meta.len() == 0 {
+        return Ok(Mapped(None));
+    }
+    // SAFETY: the map is read-only and private to this process. If another
+    // process truncates the file while we read it, accesses past the new end
+    // raise SIGBUS; Nix outputs are not modified while a hook or an audit
+    // reads them, and every other tool in this position (ripgrep, the
+    // `object` crate's users) accepts the same trade for speed.
+    let map = unsafe { memmap2::Mmap::map(file)? };
+    // Headers are scattered through hundreds of MB: on a cold page cache,
+    // read-ahead around each one would read most of the file from disk. A
+    // hint; failure changes nothing.
+    let _ = map.advise(memmap2::Advice::Random);
+    Ok(Mapped(Some(map)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_and_foreign_inputs_are_classified() {
+        assert!(matches!(parse(b""), Ok(Object::Other)));
+        assert!(matches!(parse(b"hello world, no magic"), Ok(Object::Other)));
+        let mut elf32 = elf::ELFMAG.to_vec();
+        elf32.extend([1, 1, 1]);
+        elf32.resize(52, 0);
+        assert!(matches!(parse(&elf32), Ok(Object::Elf(o)) if o.sections.is_empty()));
+        let mut be = elf::ELFMAG.to_vec();
+        be.extend([2, 2, 1]);
+        be.resize(64, 0);
+        assert_eq!(parse(&be).unwrap_err(), ReadError::BigEndian);
+    }
+}

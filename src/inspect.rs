@@ -1,0 +1,538 @@
+//! The per-file report of `cuda-elf-inspect`'s default mode: everything the
+//! reader knows about a file's device code, as data (`Serialize`, the JSON
+//! schema in `docs/cuda-elf-inspect.md`) and as a short human summary.
+//!
+//! The audit (issue 5) builds on [`FileReport`]: its checks read
+//! [`Summary`] (architectures with real SASS, PTX, link stubs only) and the
+//! entries, and add their findings next to it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, Write};
+use std::path::Path;
+
+use crate::fatbin::{codec, cubin, Arch, Codec, Container, Entry, FatbinError, Kind, Region};
+use crate::hostelf::{self, Object};
+
+/// How much to read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Decompress payloads to read cubin headers, kernels and PTX targets.
+    pub deep: bool,
+    /// Also scan the whole file for containers outside the fatbin sections.
+    pub scan: bool,
+}
+
+/// One entry, as reported.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EntryReport {
+    /// Archive member holding the entry, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// Section (`.nv_fatbin`, `__nv_relfatbin`), `fatbin` for a raw fatbin,
+    /// `scan` for a container found by the scan mode.
+    pub section: &'static str,
+    /// File offset of the container.
+    pub container: u64,
+    /// File offset of the entry header (of the part descriptor for concat parts).
+    pub offset: u64,
+    /// File offset of the `--concat` bundle this is a part of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concat: Option<u64>,
+    /// `elf`, `ptx`, `lto-ir`, `unknown`.
+    pub kind: Kind,
+    /// Raw kind number.
+    pub kind_raw: u16,
+    /// Full architecture name (`sm_90a`).
+    pub arch: Arch,
+    /// SM number.
+    pub sm: u32,
+    /// `a`, `f` or empty.
+    pub variant: &'static str,
+    /// `none`, `lz4`, `zstd`.
+    pub codec: Codec,
+    /// Bytes stored in the file (0 for concat parts: the bundle holds them).
+    pub stored_size: u64,
+    /// Bytes once decompressed.
+    pub plain_size: u64,
+    /// `major.minor` (PTX ISA version for PTX).
+    pub version: String,
+    /// Raw flags.
+    pub flags: u64,
+    /// Debug build (`-G`).
+    pub debug: bool,
+    /// Identifier (trailing spaces kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identifier: Option<String>,
+    /// Options recorded by nvcc.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub options: Option<String>,
+    /// Deep mode: what the cubin says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cubin: Option<cubin::CubinInfo>,
+    /// Deep mode: what the PTX says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ptx: Option<cubin::PtxInfo>,
+    /// Deep mode: a cubin without kernels (nvlink link stub).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_stub: Option<bool>,
+    /// Deep mode: why the payload could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_error: Option<String>,
+}
+
+/// A fatbin section, as reported.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SectionReport {
+    /// Archive member holding the section, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// Section name.
+    pub name: &'static str,
+    /// File offset.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Containers read.
+    pub containers: usize,
+}
+
+/// The architectures and sizes of a file at a glance.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Summary {
+    /// Architectures with SASS (in deep mode: with at least one kernel).
+    pub sass: BTreeSet<Arch>,
+    /// Architectures with PTX.
+    pub ptx: BTreeSet<Arch>,
+    /// Deep mode: architectures whose cubins are all link stubs (no kernels).
+    pub link_stub_only: BTreeSet<Arch>,
+    /// Architectures with LTO-IR.
+    pub lto_ir: BTreeSet<Arch>,
+    /// Cubins (ELF entries and concat parts).
+    pub cubins: usize,
+    /// PTX entries.
+    pub ptx_files: usize,
+    /// Entries per codec.
+    pub codecs: BTreeMap<Codec, usize>,
+    /// Bytes stored.
+    pub stored_bytes: u64,
+    /// Bytes once decompressed.
+    pub plain_bytes: u64,
+    /// Whether link stubs were told apart (deep mode).
+    pub deep: bool,
+}
+
+/// Everything about one file.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileReport {
+    /// The path as given or found.
+    pub path: String,
+    /// `elf`, `archive`, `fatbin`, `cubin`, `other`, `error`.
+    pub format: &'static str,
+    /// File size.
+    pub size: u64,
+    /// Whether the file holds device code (what cuobjdump would list).
+    pub device_code: bool,
+    /// Fatbin sections.
+    pub sections: Vec<SectionReport>,
+    /// Entries in file order (concat bundles as their parts).
+    pub entries: Vec<EntryReport>,
+    /// Scan mode: entries of containers found outside the fatbin sections.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scanned: Option<Vec<EntryReport>>,
+    /// The summary of `entries` (scanned entries are not included).
+    pub summary: Summary,
+    /// Damage and read errors, as sentences.
+    pub errors: Vec<String>,
+}
+
+/// Reads and reports one file.
+pub fn inspect_path(path: &Path, options: Options) -> FileReport {
+    let mut report = FileReport {
+        path: path.to_string_lossy().into_owned(),
+        format: "error",
+        size: 0,
+        device_code: false,
+        sections: Vec::new(),
+        entries: Vec::new(),
+        scanned: None,
+        summary: Summary::default(),
+        errors: Vec::new(),
+    };
+    let data = match hostelf::map(path) {
+        Ok(d) => d,
+        Err(e) => {
+            report.errors.push(crate::error::describe_io(&e));
+            return report;
+        }
+    };
+    report.size = data.len() as u64;
+    inspect_bytes_with(&data, options, &mut report, &|part| data.release(part));
+    report
+}
+
+/// Fills `report` from a file's bytes.
+pub fn inspect_bytes(data: &[u8], options: Options, report: &mut FileReport) {
+    inspect_bytes_with(data, options, report, &|_| {})
+}
+
+/// [`inspect_bytes`], calling `release` with the bytes it is done reading
+/// (headers walked, payloads decoded) so that a memory-mapped caller keeps
+/// its resident memory independent of the file size ([`hostelf::Mapped::release`]).
+pub fn inspect_bytes_with(
+    data: &[u8],
+    options: Options,
+    report: &mut FileReport,
+    release: &(dyn Fn(&[u8]) + Sync),
+) {
+    match hostelf::parse_with(data, &mut |part| release(part)) {
+        Ok(object) => {
+            report.format = object.format();
+            let mut skip = Vec::new();
+            let ctx = Ctx { options, release };
+            collect(&object, None, &ctx, report, &mut skip);
+            if options.scan {
+                let mut scanned = Vec::new();
+                for c in crate::fatbin::scan(data, 0, &skip) {
+                    push_container(&c, None, "scan", &ctx, &mut scanned);
+                }
+                report.scanned = Some(scanned);
+            }
+        }
+        Err(e) => report.errors.push(e.to_string()),
+    }
+    report.summary = summarise(&report.entries, options.deep);
+}
+
+/// What the walk over entries needs besides the entries.
+struct Ctx<'r> {
+    options: Options,
+    release: &'r (dyn Fn(&[u8]) + Sync),
+}
+
+fn collect(
+    object: &Object<'_>,
+    member: Option<&str>,
+    ctx: &Ctx<'_>,
+    report: &mut FileReport,
+    skip: &mut Vec<(u64, u64)>,
+) {
+    let prefix = |s: String| match member {
+        Some(m) => format!("{m}: {s}"),
+        None => s,
+    };
+    match object {
+        Object::Elf(elf) => {
+            for section in &elf.sections {
+                report.device_code = true;
+                skip.push((section.offset, section.offset.saturating_add(section.size)));
+                report.sections.push(SectionReport {
+                    member: member.map(str::to_string),
+                    name: section.name,
+                    offset: section.offset,
+                    size: section.size,
+                    containers: section.region.containers.len(),
+                });
+                push_region(&section.region, member, section.name, ctx, report);
+            }
+            report.errors.extend(elf.errors.iter().map(|e| prefix(e.to_string())));
+        }
+        Object::Archive(members) => {
+            for m in members {
+                let name = String::from_utf8_lossy(m.name).into_owned();
+                match &m.object {
+                    Ok(Object::Archive(_)) => {}
+                    Ok(inner) => collect(inner, Some(&name), ctx, report, skip),
+                    Err(e) => report.errors.push(format!("{name}: {e}")),
+                }
+            }
+        }
+        Object::Fatbin(region) => {
+            report.device_code = true;
+            skip.push((0, u64::MAX));
+            push_region(region, member, "fatbin", ctx, report);
+        }
+        Object::Cubin(info) => {
+            report.device_code = true;
+            match info {
+                Ok(info) => report.entries.push(EntryReport {
+                    member: member.map(str::to_string),
+                    section: "cubin",
+                    container: 0,
+                    offset: 0,
+                    concat: None,
+                    kind: Kind::Elf,
+                    kind_raw: crate::fatbin::header::KIND_ELF,
+                    arch: info.arch,
+                    sm: info.arch.sm,
+                    variant: variant(info.arch),
+                    codec: Codec::None,
+                    stored_size: report.size,
+                    plain_size: report.size,
+                    version: String::new(),
+                    flags: 0,
+                    debug: false,
+                    identifier: None,
+                    options: None,
+                    link_stub: Some(info.is_link_stub()),
+                    cubin: Some(info.clone()),
+                    ptx: None,
+                    decode_error: None,
+                }),
+                Err(e) => report.errors.push(prefix(e.clone())),
+            }
+        }
+        Object::Other => {}
+    }
+}
+
+fn push_region(
+    region: &Region<'_>,
+    member: Option<&str>,
+    section: &'static str,
+    ctx: &Ctx<'_>,
+    report: &mut FileReport,
+) {
+    use rayon::prelude::*;
+    // In deep mode entries are decoded in parallel (cuBLAS holds thousands,
+    // two or three per container); order is kept.
+    let all: Vec<(u64, &Entry<'_>)> = region
+        .containers
+        .iter()
+        .flat_map(|c| c.entries.iter().map(move |e| (c.offset, e)))
+        .collect();
+    let one = |&(container, entry): &(u64, &Entry<'_>)| {
+        entry_reports(entry, container, member, section, ctx)
+    };
+    if ctx.options.deep {
+        let reports: Vec<Vec<EntryReport>> = all.par_iter().map(one).collect();
+        report.entries.extend(reports.into_iter().flatten());
+    } else {
+        report.entries.extend(all.iter().flat_map(one));
+    }
+    report.errors.extend(region.errors.iter().map(|e: &FatbinError| match member {
+        Some(m) => format!("{m}: {section}: {e}"),
+        None => format!("{section}: {e}"),
+    }));
+}
+
+/// Appends the reports of a container's entries (scan mode).
+fn push_container(
+    c: &Container<'_>,
+    member: Option<&str>,
+    section: &'static str,
+    ctx: &Ctx<'_>,
+    out: &mut Vec<EntryReport>,
+) {
+    out.extend(c.entries.iter().flat_map(|e| entry_reports(e, c.offset, member, section, ctx)));
+}
+
+/// The report(s) of one entry: one, or one per part of a `--concat` bundle.
+fn entry_reports(
+    entry: &Entry<'_>,
+    container: u64,
+    member: Option<&str>,
+    section: &'static str,
+    ctx: &Ctx<'_>,
+) -> Vec<EntryReport> {
+    let deep = ctx.options.deep;
+    let mut out = Vec::with_capacity(entry.parts.len().max(1));
+    if entry.kind == Kind::Concat {
+        let plain = if deep { Some(codec::plain(entry)) } else { None };
+        for part in &entry.parts {
+            let mut r = entry_report(part, container, member, section);
+            r.concat = Some(entry.offset);
+            // Parts are stored inside the bundle's (compressed) payload.
+            r.codec = entry.codec;
+            if let Some(plain) = &plain {
+                match plain.as_ref().map_err(Clone::clone).and_then(|p| codec::part(part, p)) {
+                    Ok(bytes) => look_inside(part.kind, bytes, &mut r),
+                    Err(e) => r.decode_error = Some(e.to_string()),
+                }
+            }
+            out.push(r);
+        }
+    } else {
+        let mut r = entry_report(entry, container, member, section);
+        if deep && matches!(entry.kind, Kind::Elf | Kind::Ptx) {
+            match codec::plain(entry) {
+                Ok(bytes) => look_inside(entry.kind, &bytes, &mut r),
+                Err(e) => r.decode_error = Some(e.to_string()),
+            }
+        }
+        out.push(r);
+    }
+    if let (true, crate::fatbin::Payload::Stored(bytes)) = (deep, entry.payload) {
+        (ctx.release)(bytes);
+    }
+    out
+}
+
+fn look_inside(kind: Kind, bytes: &[u8], r: &mut EntryReport) {
+    match kind {
+        Kind::Elf => match cubin::read_cubin(bytes) {
+            Ok(info) => {
+                r.link_stub = Some(info.is_link_stub());
+                r.cubin = Some(info);
+            }
+            Err(e) => r.decode_error = Some(e),
+        },
+        Kind::Ptx => r.ptx = Some(cubin::read_ptx(bytes)),
+        _ => {}
+    }
+}
+
+fn variant(arch: Arch) -> &'static str {
+    match (arch.arch_specific, arch.family_specific) {
+        (true, _) => "a",
+        (false, true) => "f",
+        _ => "",
+    }
+}
+
+fn entry_report(
+    e: &Entry<'_>,
+    container: u64,
+    member: Option<&str>,
+    section: &'static str,
+) -> EntryReport {
+    let text = |b: Option<&[u8]>| b.map(|b| String::from_utf8_lossy(b).into_owned());
+    EntryReport {
+        member: member.map(str::to_string),
+        section,
+        container,
+        offset: e.offset,
+        concat: None,
+        kind: e.kind,
+        kind_raw: match e.kind {
+            Kind::Ptx => 1,
+            Kind::Elf => 2,
+            Kind::LtoIr => 8,
+            Kind::Concat => 0x100,
+            Kind::Unknown(k) => k,
+        },
+        arch: e.arch,
+        sm: e.arch.sm,
+        variant: variant(e.arch),
+        codec: e.codec,
+        stored_size: match e.payload {
+            crate::fatbin::Payload::Stored(s) => s.len() as u64,
+            crate::fatbin::Payload::Part { .. } => 0,
+        },
+        plain_size: e.plain_size(),
+        version: format!("{}.{}", e.major, e.minor),
+        flags: e.flags,
+        debug: e.debug(),
+        identifier: text(e.identifier),
+        options: text(e.options),
+        cubin: None,
+        ptx: None,
+        link_stub: None,
+        decode_error: None,
+    }
+}
+
+/// The summary of a list of entries.
+pub fn summarise(entries: &[EntryReport], deep: bool) -> Summary {
+    let mut s = Summary { deep, ..Summary::default() };
+    let mut stub_archs = BTreeSet::new();
+    for e in entries {
+        *s.codecs.entry(e.codec).or_default() += 1;
+        // Sizes come from headers: saturate rather than overflow.
+        s.stored_bytes = s.stored_bytes.saturating_add(e.stored_size);
+        s.plain_bytes = s.plain_bytes.saturating_add(e.plain_size);
+        match e.kind {
+            Kind::Elf => {
+                s.cubins += 1;
+                // Cubin archs never carry `f`; the entry header may.
+                let arch = Arch { family_specific: false, ..e.arch };
+                if e.link_stub == Some(true) {
+                    stub_archs.insert(arch);
+                } else {
+                    s.sass.insert(arch);
+                }
+            }
+            Kind::Ptx => {
+                s.ptx_files += 1;
+                s.ptx.insert(e.arch);
+            }
+            Kind::LtoIr => {
+                s.lto_ir.insert(e.arch);
+            }
+            _ => {}
+        }
+    }
+    s.link_stub_only = stub_archs.difference(&s.sass).copied().collect();
+    s
+}
+
+fn archs(set: &BTreeSet<Arch>) -> String {
+    let mut v: Vec<&Arch> = set.iter().collect();
+    v.sort_by_key(|a| (a.sm, a.arch_specific, a.family_specific));
+    v.iter().map(|a| a.name()).collect::<Vec<_>>().join(" ")
+}
+
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 10 << 20 => format!("{} MiB", n >> 20),
+        n if n >= 10 << 10 => format!("{} KiB", n >> 10),
+        n => format!("{n} B"),
+    }
+}
+
+/// Writes the human summary of one file.
+pub fn write_text(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
+    let s = &r.summary;
+    if r.format == "error" {
+        writeln!(out, "{}: not read", r.path)?;
+    } else if !r.device_code {
+        writeln!(out, "{}: no device code ({})", r.path, r.format)?;
+    } else {
+        writeln!(
+            out,
+            "{}: {}, {} fatbin section(s), {} cubin(s), {} PTX",
+            r.path,
+            r.format,
+            r.sections.len(),
+            s.cubins,
+            s.ptx_files
+        )?;
+        if !s.sass.is_empty() {
+            writeln!(out, "  SASS:           {}", archs(&s.sass))?;
+        }
+        if !s.ptx.is_empty() {
+            writeln!(out, "  PTX:            {}", archs(&s.ptx))?;
+        }
+        if !s.link_stub_only.is_empty() {
+            writeln!(out, "  link stub only: {}", archs(&s.link_stub_only))?;
+        }
+        if !s.lto_ir.is_empty() {
+            writeln!(out, "  LTO-IR:         {}", archs(&s.lto_ir))?;
+        }
+        let codecs: Vec<String> =
+            s.codecs.iter().map(|(c, n)| format!("{} {n}", c.name())).collect();
+        writeln!(
+            out,
+            "  codecs:         {}; {} stored, {} plain",
+            codecs.join(", "),
+            bytes(s.stored_bytes),
+            bytes(s.plain_bytes)
+        )?;
+        if !s.deep {
+            writeln!(out, "  (headers only: link stubs not told apart)")?;
+        }
+    }
+    if let Some(scanned) = &r.scanned {
+        let sum = summarise(scanned, s.deep);
+        writeln!(
+            out,
+            "  scan: {} entries outside the fatbin sections (SASS: {}; PTX: {})",
+            scanned.len(),
+            archs(&sum.sass),
+            archs(&sum.ptx)
+        )?;
+    }
+    for e in &r.errors {
+        writeln!(out, "  error: {e}")?;
+    }
+    Ok(())
+}
