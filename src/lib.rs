@@ -11,8 +11,11 @@
 //! - [`symlinks`]: the noBrokenSymlinks decision procedure and its extra findings.
 #![deny(missing_docs)]
 
+pub mod atomic;
 pub mod buildenv;
 pub mod cli;
+pub mod driver_runpath;
+pub mod elf;
 pub mod error;
 pub mod log;
 pub mod symlinks;

@@ -1,0 +1,474 @@
+//! The targeted RUNPATH writer and the verifier of its result.
+//!
+//! Strategy, cheapest first; everything not listed stays byte-identical
+//! (code, data, `.nv_fatbin`, `__nv_relfatbin`, symbol tables, debug info):
+//!
+//! 1. **Tag only**: the string is already right and only DT_RPATH must become
+//!    DT_RUNPATH (or back): one tag word in `.dynamic` changes.
+//! 2. **New segment**: a new PT_LOAD (read-write, like patchelf's, because
+//!    glibc may write to `.dynamic`) is appended at the end of the file. It
+//!    holds the program header table (one entry longer), a copy of `.dynstr`
+//!    with the new string at its end, and — only when the old `.dynamic` has
+//!    no slot for the entry — a new `.dynamic`. Every old string offset stays
+//!    valid because the copy starts with the old table. DT_STRTAB / DT_STRSZ
+//!    (and PT_DYNAMIC, PT_PHDR, `e_phoff`, `e_phnum`) are repointed, and the
+//!    section headers of `.dynstr` and `.dynamic` follow, so that readelf,
+//!    `object` and later tools agree. The old `.dynstr` bytes stay where they
+//!    were, unreferenced.
+//!
+//! Placement of the new segment: its pages start above every existing
+//! segment's memory (so no mapping overlaps an old one) and its file offset
+//! is congruent to its address modulo the largest segment alignment. The new
+//! PT_LOAD is inserted after the last old PT_LOAD, keeping the table sorted by
+//! address (glibc requires it). For executables the address is also chosen
+//! so that `vaddr - offset` equals the first segment's, because kernels
+//! before 5.18 compute `AT_PHDR` as `load address + e_phoff`; the file may
+//! then get a hole (sparse, zeros) where `.bss` was. Libraries get the
+//! smallest offset.
+//!
+//! The file is never built in memory: a [`Rewrite`] is a list of small edits
+//! over the original bytes plus pieces to append, one of which is a range of
+//! the original file (the `.dynstr` copy), so memory stays small whatever the
+//! file size.
+
+use object::read::elf::{FileHeader, Sym};
+use object::Endianness;
+
+use super::runpath::Tag;
+use super::{
+    Dyn, Dynamic, Elf, ElfError, Phdr, DT_RPATH, DT_RUNPATH, DT_STRSZ, DT_STRTAB, PF_R, PF_W,
+    PT_DYNAMIC, PT_INTERP, PT_LOAD, PT_PHDR, SHT_DYNAMIC, SHT_STRTAB, STRING_TAGS,
+};
+
+/// Which strategy a rewrite uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// Only a dynamic tag changed.
+    TagOnly,
+    /// A segment was appended; `.dynamic` edited in place.
+    NewSegment,
+    /// A segment was appended holding a new `.dynamic` too.
+    NewSegmentAndDynamic,
+}
+
+/// Bytes to overwrite in the copy of the original file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Edit {
+    /// File offset.
+    pub offset: u64,
+    /// New bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// A piece of the appended segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Piece {
+    /// Literal bytes.
+    Bytes(Vec<u8>),
+    /// A range of the original file.
+    Input {
+        /// Offset in the original.
+        offset: u64,
+        /// Length.
+        len: u64,
+    },
+}
+
+/// How to turn the original file into the patched one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rewrite {
+    /// Which strategy.
+    pub strategy: Strategy,
+    /// In-place edits of the original bytes.
+    pub edits: Vec<Edit>,
+    /// Where the appended pieces start (at or after the original end).
+    pub append_at: u64,
+    /// The appended pieces, back to back.
+    pub append: Vec<Piece>,
+}
+
+impl Rewrite {
+    /// The length of the patched file.
+    pub fn new_len(&self, old_len: u64) -> u64 {
+        if self.append.is_empty() {
+            return old_len;
+        }
+        self.append_at
+            + self
+                .append
+                .iter()
+                .map(|p| match p {
+                    Piece::Bytes(b) => b.len() as u64,
+                    Piece::Input { len, .. } => *len,
+                })
+                .sum::<u64>()
+    }
+}
+
+/// The current search path: value, tag, and its entry's index.
+pub fn current_path<'a>(
+    elf: &Elf<'a>,
+    dynamic: &Dynamic,
+) -> Result<Option<(&'a [u8], Tag)>, ElfError> {
+    let entry = dynamic
+        .entries
+        .iter()
+        .find(|d| d.tag == DT_RUNPATH)
+        .map(|d| (d.val, Tag::Runpath))
+        .or_else(|| {
+            dynamic.entries.iter().find(|d| d.tag == DT_RPATH).map(|d| (d.val, Tag::Rpath))
+        });
+    match entry {
+        None => Ok(None),
+        Some((val, tag)) => Ok(Some((elf.dynstr(dynamic)?.get(val)?, tag))),
+    }
+}
+
+fn round_up(v: u64, align: u64) -> Option<u64> {
+    if align <= 1 {
+        return Some(v);
+    }
+    v.checked_add(align - 1).map(|x| x / align * align)
+}
+
+/// Plans the rewrite that gives `elf` the search path `value` under `tag`.
+pub fn rewrite(
+    elf: &Elf<'_>,
+    dynamic: &Dynamic,
+    value: &[u8],
+    tag: Tag,
+) -> Result<Rewrite, ElfError> {
+    let l = elf.layout;
+    let dsize = l.dyn_size();
+    let strtab = elf.dynstr(dynamic)?;
+    let idx = |t: i64| dynamic.entries.iter().position(|d| d.tag == t);
+    let target = match tag {
+        Tag::Runpath => idx(DT_RUNPATH).or_else(|| idx(DT_RPATH)),
+        Tag::Rpath => {
+            if idx(DT_RUNPATH).is_some() && idx(DT_RPATH).is_some() {
+                return Err(ElfError::Unsupported(
+                    "--force-rpath on a file with both DT_RPATH and DT_RUNPATH".into(),
+                ));
+            }
+            idx(DT_RPATH).or_else(|| idx(DT_RUNPATH))
+        }
+    };
+
+    // 1. Tag only.
+    if let Some(i) = target {
+        let entry = dynamic.entries[i];
+        if strtab.get(entry.val)? == value {
+            let mut bytes = Vec::new();
+            l.put_word(&mut bytes, tag.dt() as u64);
+            return Ok(Rewrite {
+                strategy: Strategy::TagOnly,
+                edits: vec![Edit { offset: dynamic.offset + i as u64 * dsize, bytes }],
+                append_at: elf.data.len() as u64,
+                append: Vec::new(),
+            });
+        }
+    }
+
+    // 2. New segment.
+    let file_end = elf.data.len() as u64;
+    let loads: Vec<&Phdr> = elf.loads().collect();
+    let first = *loads.first().ok_or_else(|| ElfError::Corrupt("no PT_LOAD segment".into()))?;
+    let mut page: u64 = 0x1000;
+    for p in &loads {
+        if p.align > 1 {
+            if !p.align.is_power_of_two() {
+                return Err(ElfError::Corrupt(format!(
+                    "segment alignment {:#x} is not a power of two",
+                    p.align
+                )));
+            }
+            page = page.max(p.align);
+        }
+    }
+    let mut mem_end: u64 = 0;
+    for p in &loads {
+        let end = p
+            .vaddr
+            .checked_add(p.memsz)
+            .ok_or_else(|| ElfError::Corrupt("segment end overflows".into()))?;
+        mem_end = mem_end.max(end);
+    }
+    let overflow = || ElfError::Unsupported("no address space left for a new segment".into());
+    let v_min = round_up(mem_end, page).ok_or_else(overflow)?;
+
+    let phnum = elf.phdrs.len() as u64 + 1;
+    if phnum >= 0xffff {
+        return Err(ElfError::Unsupported("too many program headers".into()));
+    }
+    let old_strsz = strtab.bytes.len() as u64;
+    let phdr_len = phnum * l.phdr_size();
+    let str_off = round_up(phdr_len, 8).ok_or_else(overflow)?;
+    let new_strsz = old_strsz + value.len() as u64 + 1;
+    let str_end = str_off + new_strsz;
+
+    let mut entries: Vec<Dyn> = dynamic.entries.clone();
+    match target {
+        Some(i) => entries[i] = Dyn { tag: tag.dt(), val: old_strsz },
+        None => entries.push(Dyn { tag: tag.dt(), val: old_strsz }),
+    }
+    let dyn_in_place = (entries.len() as u64) < dynamic.slots;
+    let dyn_off = round_up(str_end, l.word()).ok_or_else(overflow)?;
+    let seg_len = if dyn_in_place { str_end } else { dyn_off + (entries.len() as u64 + 1) * dsize };
+
+    let exec = elf.phdr(PT_INTERP).is_some() || elf.e_type == super::ET_EXEC;
+    let delta = first.vaddr.checked_sub(first.offset).filter(|d| d % page == 0);
+    let min_off = round_up(file_end, 16).ok_or_else(overflow)?;
+    let (off, vaddr) = match delta {
+        Some(delta) if exec => {
+            let off =
+                round_up(min_off.max(v_min.saturating_sub(delta)), 16).ok_or_else(overflow)?;
+            (off, off.checked_add(delta).ok_or_else(overflow)?)
+        }
+        _ => (min_off, v_min.checked_add(min_off % page).ok_or_else(overflow)?),
+    };
+    if vaddr.checked_add(seg_len).map_or(true, |e| e > l.word_max()) || off + seg_len > l.word_max()
+    {
+        return Err(overflow());
+    }
+    let new_strtab = vaddr + str_off;
+    for d in entries.iter_mut() {
+        match d.tag {
+            DT_STRTAB => d.val = new_strtab,
+            DT_STRSZ => d.val = new_strsz,
+            _ => {}
+        }
+    }
+    let mut dyn_bytes = Vec::with_capacity((entries.len() + 1) * dsize as usize);
+    for d in &entries {
+        d.write(l, &mut dyn_bytes);
+    }
+    Dyn { tag: 0, val: 0 }.write(l, &mut dyn_bytes);
+
+    // Program headers.
+    let mut phdrs = elf.phdrs.clone();
+    for p in phdrs.iter_mut() {
+        match p.p_type {
+            PT_PHDR => {
+                *p = Phdr {
+                    offset: off,
+                    vaddr,
+                    paddr: vaddr,
+                    filesz: phdr_len,
+                    memsz: phdr_len,
+                    ..*p
+                };
+            }
+            PT_DYNAMIC if !dyn_in_place => {
+                let len = dyn_bytes.len() as u64;
+                *p = Phdr {
+                    offset: off + dyn_off,
+                    vaddr: vaddr + dyn_off,
+                    paddr: vaddr + dyn_off,
+                    filesz: len,
+                    memsz: len,
+                    ..*p
+                };
+            }
+            _ => {}
+        }
+    }
+    let last_load = phdrs.iter().rposition(|p| p.p_type == PT_LOAD).unwrap_or(0);
+    let new_load = Phdr {
+        p_type: PT_LOAD,
+        flags: PF_R | PF_W,
+        offset: off,
+        vaddr,
+        paddr: vaddr,
+        filesz: seg_len,
+        memsz: seg_len,
+        align: page,
+    };
+    phdrs.insert(last_load + 1, new_load);
+    let mut phdr_bytes = Vec::with_capacity(phdr_len as usize);
+    for p in &phdrs {
+        p.write(l, &mut phdr_bytes);
+    }
+
+    let mut edits = Vec::new();
+    // ELF header: e_phoff and e_phnum.
+    let mut b = Vec::new();
+    l.put_word(&mut b, off);
+    edits.push(Edit { offset: 24 + l.word(), bytes: b });
+    let mut b = Vec::new();
+    l.put_u16(&mut b, phnum as u16);
+    edits.push(Edit { offset: 24 + 3 * l.word() + 4 + 4, bytes: b });
+    if dyn_in_place {
+        edits.push(Edit { offset: dynamic.offset, bytes: dyn_bytes.clone() });
+    }
+    // Section headers of .dynstr and .dynamic follow the moves.
+    let dynsec = elf.shdrs.iter().position(|s| s.sh_type == SHT_DYNAMIC);
+    let strsec = dynsec
+        .and_then(|i| Some(elf.shdrs[i].link as usize).filter(|&k| k < elf.shdrs.len()))
+        .filter(|&k| elf.shdrs[k].addr == strtab.addr)
+        .or_else(|| {
+            elf.shdrs
+                .iter()
+                .position(|s| s.sh_type == SHT_STRTAB && s.addr == strtab.addr && s.addr != 0)
+        });
+    let shsize = l.shdr_size();
+    if let Some(k) = strsec {
+        let s = super::Shdr {
+            addr: new_strtab,
+            offset: off + str_off,
+            size: new_strsz,
+            ..elf.shdrs[k]
+        };
+        let mut b = Vec::new();
+        s.write(l, &mut b);
+        edits.push(Edit { offset: elf.shoff + k as u64 * shsize, bytes: b });
+    }
+    if let (Some(k), false) = (dynsec, dyn_in_place) {
+        let s = super::Shdr {
+            addr: vaddr + dyn_off,
+            offset: off + dyn_off,
+            size: dyn_bytes.len() as u64,
+            ..elf.shdrs[k]
+        };
+        let mut b = Vec::new();
+        s.write(l, &mut b);
+        edits.push(Edit { offset: elf.shoff + k as u64 * shsize, bytes: b });
+    }
+
+    let mut tail = Vec::with_capacity(value.len() + 1 + dyn_bytes.len() + 16);
+    tail.extend_from_slice(value);
+    tail.push(0);
+    if !dyn_in_place {
+        tail.resize((dyn_off - old_strsz - str_off) as usize, 0);
+        tail.extend_from_slice(&dyn_bytes);
+    }
+    phdr_bytes.resize(str_off as usize, 0);
+    Ok(Rewrite {
+        strategy: if dyn_in_place { Strategy::NewSegment } else { Strategy::NewSegmentAndDynamic },
+        edits,
+        append_at: off,
+        append: vec![
+            Piece::Bytes(phdr_bytes),
+            Piece::Input { offset: strtab.offset, len: old_strsz },
+            Piece::Bytes(tail),
+        ],
+    })
+}
+
+/// Checks a patched file against its original before it may replace it:
+/// the search path reads back as planned; every other dynamic entry is the
+/// same and its strings resolve to the same text; every old PT_LOAD is still
+/// there unchanged; the table stays sorted with non-overlapping pages and
+/// PT_PHDR covered; device-code sections are byte-identical; and, read by the
+/// `object` crate, the dynamic symbols and their versions are the same.
+pub fn verify(old: &Elf<'_>, new_data: &[u8], value: &[u8], tag: Tag) -> Result<(), ElfError> {
+    let bad = |m: String| ElfError::Verify(m);
+    let new = Elf::parse(new_data).map_err(|e| bad(format!("re-parse: {e}")))?;
+    let od = old.dynamic()?.ok_or_else(|| bad("no dynamic segment".into()))?;
+    let nd = new
+        .dynamic()
+        .map_err(|e| bad(e.to_string()))?
+        .ok_or_else(|| bad("dynamic segment lost".into()))?;
+    match current_path(&new, &nd).map_err(|e| bad(e.to_string()))? {
+        Some((v, t)) if v == value && t == tag => {}
+        other => return Err(bad(format!("search path reads back as {other:?}"))),
+    }
+    let ostr = old.dynstr(&od)?;
+    let nstr = new.dynstr(&nd).map_err(|e| bad(e.to_string()))?;
+    let keep = |d: &&Dyn| !matches!(d.tag, DT_STRTAB | DT_STRSZ | DT_RUNPATH | DT_RPATH);
+    let (oe, ne): (Vec<&Dyn>, Vec<&Dyn>) =
+        (od.entries.iter().filter(keep).collect(), nd.entries.iter().filter(keep).collect());
+    if oe != ne {
+        return Err(bad("dynamic entries differ".into()));
+    }
+    for d in oe.iter().filter(|d| STRING_TAGS.contains(&d.tag)) {
+        if ostr.get(d.val)? != nstr.get(d.val).map_err(|e| bad(e.to_string()))? {
+            return Err(bad(format!("string of dynamic tag {:#x} changed", d.tag)));
+        }
+    }
+    let nloads: Vec<&Phdr> = new.loads().collect();
+    for p in old.loads() {
+        if !nloads.contains(&p) {
+            return Err(bad(format!("segment at {:#x} changed", p.vaddr)));
+        }
+    }
+    let old_loads: Vec<&Phdr> = old.loads().collect();
+    let old_end = old_loads.iter().map(|p| p.vaddr.saturating_add(p.memsz)).max().unwrap_or(0);
+    let old_end = round_up(old_end, 0x1000).unwrap_or(u64::MAX);
+    for p in nloads.iter().filter(|p| !old_loads.contains(p)) {
+        if p.vaddr < old_end {
+            return Err(bad(format!("new segment at {:#x} overlaps an old one", p.vaddr)));
+        }
+    }
+    if nloads.windows(2).any(|w| w[1].vaddr < w[0].vaddr)
+        && !old_loads.windows(2).any(|w| w[1].vaddr < w[0].vaddr)
+    {
+        return Err(bad("loadable segments are no longer sorted by address".into()));
+    }
+    if let Some(ph) = new.phdr(PT_PHDR) {
+        if !nloads.iter().any(|p| ph.vaddr >= p.vaddr && ph.vaddr + ph.memsz <= p.vaddr + p.filesz)
+        {
+            return Err(bad("PT_PHDR is not covered by a loadable segment".into()));
+        }
+    }
+    for s in &old.shdrs {
+        let name = old.section_name(s);
+        if matches!(name, Some(b".nv_fatbin") | Some(b"__nv_relfatbin"))
+            && s.sh_type != super::SHT_NOBITS
+        {
+            let a = old.slice(s.offset, s.size, "device code")?;
+            let b = new.slice(s.offset, s.size, "device code").map_err(|e| bad(e.to_string()))?;
+            if a != b {
+                return Err(bad("device code changed".into()));
+            }
+        }
+    }
+    if old.layout.is64 {
+        compare_symbols::<object::elf::FileHeader64<Endianness>>(old.data, new_data)
+    } else {
+        compare_symbols::<object::elf::FileHeader32<Endianness>>(old.data, new_data)
+    }
+}
+
+fn compare_symbols<H: FileHeader<Endian = Endianness>>(
+    old: &[u8],
+    new: &[u8],
+) -> Result<(), ElfError> {
+    let bad = |m: String| ElfError::Verify(m);
+    let read = |data| -> Result<_, ElfError> {
+        let header = H::parse(data).map_err(|e| bad(format!("object: {e}")))?;
+        let endian = header.endian().map_err(|e| bad(format!("object: {e}")))?;
+        let sections = header.sections(endian, data).map_err(|e| bad(format!("object: {e}")))?;
+        let syms = sections
+            .symbols(endian, data, object::elf::SHT_DYNSYM)
+            .map_err(|e| bad(format!("object: dynamic symbols: {e}")))?;
+        let versions =
+            sections.versions(endian, data).map_err(|e| bad(format!("object: versions: {e}")))?;
+        Ok((endian, syms, versions))
+    };
+    let (oe, osyms, over) = read(old)?;
+    let (ne, nsyms, nver) = read(new)?;
+    if osyms.symbols().len() != nsyms.symbols().len() {
+        return Err(bad("dynamic symbol count changed".into()));
+    }
+    for (i, (a, b)) in osyms.symbols().iter().zip(nsyms.symbols()).enumerate() {
+        let an = a.name(oe, osyms.strings()).map_err(|e| bad(format!("old symbol {i}: {e}")))?;
+        let bn = b.name(ne, nsyms.strings()).map_err(|e| bad(format!("symbol {i}: {e}")))?;
+        if an != bn || a.st_value(oe).into() != b.st_value(ne).into() {
+            return Err(bad(format!("dynamic symbol {i} changed")));
+        }
+        let idx = object::SymbolIndex(i);
+        let va = over
+            .as_ref()
+            .map(|v| v.version(v.version_index(oe, idx).index()).map(|x| x.map(|x| x.name())));
+        let vb = nver
+            .as_ref()
+            .map(|v| v.version(v.version_index(ne, idx).index()).map(|x| x.map(|x| x.name())));
+        match (va, vb) {
+            (None, None) => {}
+            (Some(Ok(x)), Some(Ok(y))) if x == y => {}
+            _ => return Err(bad(format!("version of dynamic symbol {i} changed"))),
+        }
+    }
+    Ok(())
+}
