@@ -464,3 +464,134 @@ runHook postFixup
     assert!(!String::from_utf8_lossy(&out.stdout).contains("Using autoAddDriverRunpath"));
     assert_eq!(search_path(&dir.join("store/o-out/bin/q")), None);
 }
+
+#[test]
+fn skip_rules_leave_files_byte_identical_and_log_at_upstream_levels() {
+    let nvcc = tool("nvcc");
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
+    std::fs::write(dir.join("k.cu"), "__global__ void k(int *x) { x[0] = 1; }\n").unwrap();
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p out/lib/debug/.build-id/ab out/bin
+             gcc -g -o plain plain.c
+             '{}' -cubin -arch=sm_90 -o out/lib/k.cubin k.cu
+             objcopy --only-keep-debug plain out/lib/debug/.build-id/ab/cdef.debug
+             objcopy --only-keep-debug plain out/lib/plain.dbg
+             cp /lib64/ld-linux-x86-64.so.2 out/lib/
+             gcc -static -o out/bin/static plain.c",
+            nvcc.display()
+        ),
+    );
+    let snap = snapshot(&dir.join("out"));
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_auto-add-driver-runpath"))
+        .args(["--format", "json", "out"])
+        .current_dir(dir)
+        .env_remove("NIX_LOG_FD")
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert!(snap == snapshot(&dir.join("out")), "a skipped file changed");
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let skip_of = |name: &str| {
+        v["report"]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"].as_str().unwrap().ends_with(name))
+            .unwrap_or_else(|| panic!("{name} not reported: {v}"))["skip"]
+            .clone()
+    };
+    assert_eq!(skip_of("k.cubin"), "cubin");
+    assert_eq!(skip_of("cdef.debug"), "debug-info");
+    assert_eq!(skip_of("plain.dbg"), "debug-info");
+    assert_eq!(skip_of("ld-linux-x86-64.so.2"), "dynamic-loader");
+    assert_eq!(skip_of("bin/static"), "static");
+
+    // Inside a build: upstream's plain skip line on stdout at NIX_DEBUG >= 1,
+    // nothing at 0.
+    for (debug, expected) in [("0", 0), ("1", 1)] {
+        let r = std::process::Command::new(env!("CARGO_BIN_EXE_auto-add-driver-runpath"))
+            .arg("out/bin")
+            .current_dir(dir)
+            .env("NIX_LOG_FD", "2")
+            .env("NIX_DEBUG", debug)
+            .output()
+            .unwrap();
+        let line = "autoFixElfFiles: skipping a statically-linked ELF file out/bin/static\n";
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout).matches(line).count(),
+            expected,
+            "{}",
+            text(&r)
+        );
+    }
+}
+
+#[test]
+fn build_outputs_from_structured_attrs_and_a_missing_output_fails() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
+    sh(dir, "set -e; mkdir -p o1/bin; gcc -o o1/bin/p plain.c");
+    let attrs = dir.join(".attrs.json");
+    let o1 = dir.join("o1");
+    let missing = dir.join("o2");
+    std::fs::write(
+        &attrs,
+        serde_json::json!({ "outputs": { "out": o1, "dev": missing } }).to_string(),
+    )
+    .unwrap();
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_auto-add-driver-runpath"))
+        .current_dir(dir)
+        .env_remove("NIX_LOG_FD")
+        .env_remove("outputs")
+        .env("NIX_ATTRS_JSON_FILE", &attrs)
+        .output()
+        .unwrap();
+    // The existing output is patched, then the run fails for the missing one.
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("does not exist"), "{}", text(&r));
+    assert_eq!(search_path(&o1.join("bin/p")).unwrap().1, DRIVER);
+}
+
+#[test]
+fn real_libraries_nobody_here_wrote_are_patched_and_still_work() {
+    let patchelf = tool("patchelf");
+    let cuda = root().join(".tools/cuda");
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p out/lib out/bin
+             cp '{c}/lib/libcudart.so.13' '{c}/lib/libnvvm.so.4' out/lib/
+             cp '{c}/bin/nvdisasm' '{c}/bin/cuobjdump' out/bin/
+             cp /usr/lib/x86_64-linux-gnu/libstdc++.so.6 /lib/x86_64-linux-gnu/libc.so.6 out/lib/
+             chmod u+w out/lib/* out/bin/*",
+            c = cuda.display()
+        ),
+    );
+    let syms = |f: &str| sh(dir, &format!("readelf -W --dyn-syms -V {f}"));
+    let files = [
+        "out/lib/libcudart.so.13",
+        "out/lib/libnvvm.so.4",
+        "out/lib/libstdc++.so.6",
+        "out/lib/libc.so.6",
+        "out/bin/nvdisasm",
+    ];
+    let before: Vec<String> = files.iter().map(|f| syms(f)).collect();
+    let r = bin(dir, &["out"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    for (i, f) in files.iter().enumerate() {
+        assert_eq!(before[i], syms(f), "{f}");
+        let theirs = sh(dir, &format!("'{}' --print-rpath {f}", patchelf.display()));
+        assert_eq!(theirs.trim_end(), DRIVER, "{f}");
+        assert_eq!(search_path(&dir.join(f)).unwrap().1, DRIVER);
+    }
+    // The patched C library and programs still load and run.
+    sh(dir, "LD_LIBRARY_PATH=$PWD/out/lib ./out/bin/nvdisasm --version | grep -q 'Cuda compilation tools'");
+    sh(dir, "LD_LIBRARY_PATH=$PWD/out/lib ./out/bin/cuobjdump --version | grep -q 'Cuda compilation tools'");
+}
