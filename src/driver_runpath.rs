@@ -268,6 +268,14 @@ fn process_inner(
         let new_map = unsafe { memmap2::Mmap::map(out)? };
         patch::verify(&elf, &new_map, value, tag)?;
         drop(new_map);
+        for (offset, len) in patch::device_code_ranges(&elf) {
+            if !same_bytes(&file, out, offset, len)? {
+                return Err(ElfError::Verify(format!(
+                    "device code at {offset:#x} differs after the copy"
+                ))
+                .into());
+            }
+        }
         replacement = repl;
     }
     // The input map and descriptor are dropped before the original is replaced.
@@ -276,6 +284,26 @@ fn process_inner(
     replacement.commit(&meta, links, cfg.sync)?;
     report.action = Action::Patched;
     Ok(())
+}
+
+/// Whether two files hold the same bytes in `[offset, offset+len)`, read in
+/// bounded chunks (memory stays at 2 MiB whatever the length).
+fn same_bytes(a: &File, b: &File, offset: u64, len: u64) -> io::Result<bool> {
+    const CHUNK: usize = 1 << 20;
+    let (mut x, mut y) = (vec![0u8; CHUNK], vec![0u8; CHUNK]);
+    let mut done = 0u64;
+    while done < len {
+        let n = CHUNK.min((len - done) as usize);
+        let (p, q) = (
+            read_full_at(a, &mut x[..n], offset + done)?,
+            read_full_at(b, &mut y[..n], offset + done)?,
+        );
+        if p != n || q != n || x[..n] != y[..n] {
+            return Ok(false);
+        }
+        done += n as u64;
+    }
+    Ok(true)
 }
 
 fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
