@@ -595,3 +595,30 @@ fn real_libraries_nobody_here_wrote_are_patched_and_still_work() {
     sh(dir, "LD_LIBRARY_PATH=$PWD/out/lib ./out/bin/nvdisasm --version | grep -q 'Cuda compilation tools'");
     sh(dir, "LD_LIBRARY_PATH=$PWD/out/lib ./out/bin/cuobjdump --version | grep -q 'Cuda compilation tools'");
 }
+
+#[test]
+fn executables_with_a_large_bss_still_run() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    for (name, mib) in [("b64", 64), ("b512", 512)] {
+        std::fs::write(
+            dir.join(format!("{name}.c")),
+            format!(
+                "#include <stdio.h>\nstatic char big[{mib}u << 20];\n\
+                 int main(void) {{ big[{mib}] = 7; printf(\"bss %d\\n\", big[{mib}]); return 0; }}\n"
+            ),
+        )
+        .unwrap();
+        sh(dir, &format!("mkdir -p out && gcc -o out/{name} {name}.c && gcc -no-pie -o out/{name}-nopie {name}.c"));
+    }
+    let r = bin(dir, &["out"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    for p in ["b64", "b512", "b64-nopie", "b512-nopie"] {
+        assert_eq!(sh(dir, &format!("./out/{p}")), "bss 7\n", "{p}");
+        assert_eq!(search_path(&dir.join("out").join(p)).unwrap().1, DRIVER);
+        // The hole kept for old kernels' AT_PHDR is sparse, never 512 MiB of zeros.
+        let m = std::fs::metadata(dir.join("out").join(p)).unwrap();
+        assert!(m.blocks() * 512 < 1 << 20, "{p}: {} bytes on disk", m.blocks() * 512);
+        assert!(m.len() < 300 << 20, "{p}: {} bytes", m.len());
+    }
+}

@@ -23,8 +23,9 @@
 //! address (glibc requires it). For executables the address is also chosen
 //! so that `vaddr - offset` equals the first segment's, because kernels
 //! before 5.18 compute `AT_PHDR` as `load address + e_phoff`; the file may
-//! then get a hole (sparse, zeros) where `.bss` was. Libraries get the
-//! smallest offset.
+//! then get a hole (sparse, zeros) as large as `.bss`, up to
+//! [`MAX_EXEC_HOLE`]. Libraries (and executables with a larger `.bss`) get
+//! the smallest offset.
 //!
 //! The file is never built in memory: a [`Rewrite`] is a list of small edits
 //! over the original bytes plus pieces to append, one of which is a range of
@@ -125,6 +126,12 @@ pub fn current_path<'a>(
     }
 }
 
+/// The largest hole (sparse zeros) we leave in an executable to keep
+/// `vaddr - offset` of the new segment equal to the first segment's (for
+/// pre-5.18 kernels' `AT_PHDR`). A bigger `.bss` than this gets the library
+/// placement instead, which kernels since 5.18 load correctly.
+pub const MAX_EXEC_HOLE: u64 = 256 << 20;
+
 fn round_up(v: u64, align: u64) -> Option<u64> {
     if align <= 1 {
         return Some(v);
@@ -219,13 +226,15 @@ pub fn rewrite(
     let exec = elf.phdr(PT_INTERP).is_some() || elf.e_type == super::ET_EXEC;
     let delta = first.vaddr.checked_sub(first.offset).filter(|d| d % page == 0);
     let min_off = round_up(file_end, 16).ok_or_else(overflow)?;
-    let (off, vaddr) = match delta {
-        Some(delta) if exec => {
-            let off =
-                round_up(min_off.max(v_min.saturating_sub(delta)), 16).ok_or_else(overflow)?;
-            (off, off.checked_add(delta).ok_or_else(overflow)?)
-        }
-        _ => (min_off, v_min.checked_add(min_off % page).ok_or_else(overflow)?),
+    let exec_off = match delta {
+        Some(delta) if exec => round_up(min_off.max(v_min.saturating_sub(delta)), 16)
+            .filter(|off| off - min_off <= MAX_EXEC_HOLE)
+            .map(|off| (off, off + delta)),
+        _ => None,
+    };
+    let (off, vaddr) = match exec_off {
+        Some(placed) => placed,
+        None => (min_off, v_min.checked_add(min_off % page).ok_or_else(overflow)?),
     };
     if vaddr.checked_add(seg_len).map_or(true, |e| e > l.word_max()) || off + seg_len > l.word_max()
     {
