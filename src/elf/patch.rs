@@ -8,13 +8,16 @@
 //! 2. **New segment**: a new PT_LOAD (read-write, like patchelf's, because
 //!    glibc may write to `.dynamic`) is appended at the end of the file. It
 //!    holds the program header table (one entry longer), a copy of `.dynstr`
-//!    with the new string at its end, and — only when the old `.dynamic` has
-//!    no slot for the entry — a new `.dynamic`. Every old string offset stays
-//!    valid because the copy starts with the old table. DT_STRTAB / DT_STRSZ
-//!    (and PT_DYNAMIC, PT_PHDR, `e_phoff`, `e_phnum`) are repointed, and the
-//!    section headers of `.dynstr` and `.dynamic` follow, so that readelf,
-//!    `object` and later tools agree. The old `.dynstr` bytes stay where they
-//!    were, unreferenced.
+//!    with the new string at its end, and a new `.dynamic` whose DT_STRTAB /
+//!    DT_STRSZ point to the copy. Every old string offset stays valid because
+//!    the copy starts with the old table. After the segment comes a copy of
+//!    the section header table in which `.dynstr` and `.dynamic` point to the
+//!    new copies, so that readelf, `object` and later tools agree. The ELF
+//!    header is the only old byte range that changes (`e_phoff`, `e_shoff`,
+//!    `e_phnum`): one 64-byte write switches the file from the old layout to
+//!    the new one, which is what makes the in-place mode safe. The old
+//!    program headers, `.dynstr`, `.dynamic` and section headers stay where
+//!    they were, unreferenced.
 //!
 //! Placement of the new segment: its pages start above every existing
 //! segment's memory (so no mapping overlaps an old one) and its file offset
@@ -47,10 +50,9 @@ use super::{
 pub enum Strategy {
     /// Only a dynamic tag changed.
     TagOnly,
-    /// A segment was appended; `.dynamic` edited in place.
+    /// A segment was appended (program headers, `.dynstr` copy, `.dynamic`),
+    /// and a section header table after it; only the ELF header changed.
     NewSegment,
-    /// A segment was appended holding a new `.dynamic` too.
-    NewSegmentAndDynamic,
 }
 
 /// Bytes to overwrite in the copy of the original file.
@@ -219,9 +221,8 @@ pub fn rewrite(
         Some(i) => entries[i] = Dyn { tag: tag.dt(), val: old_strsz },
         None => entries.push(Dyn { tag: tag.dt(), val: old_strsz }),
     }
-    let dyn_in_place = (entries.len() as u64) < dynamic.slots;
     let dyn_off = round_up(str_end, l.word()).ok_or_else(overflow)?;
-    let seg_len = if dyn_in_place { str_end } else { dyn_off + (entries.len() as u64 + 1) * dsize };
+    let seg_len = dyn_off + (entries.len() as u64 + 1) * dsize;
 
     let exec = elf.phdr(PT_INTERP).is_some() || elf.e_type == super::ET_EXEC;
     let delta = first.vaddr.checked_sub(first.offset).filter(|d| d % page == 0);
@@ -236,7 +237,11 @@ pub fn rewrite(
         Some(placed) => placed,
         None => (min_off, v_min.checked_add(min_off % page).ok_or_else(overflow)?),
     };
-    if vaddr.checked_add(seg_len).map_or(true, |e| e > l.word_max()) || off + seg_len > l.word_max()
+    let shsize = l.shdr_size();
+    let sht_off = round_up(off + seg_len, 8).ok_or_else(overflow)?;
+    let sht_len = elf.shdrs.len() as u64 * shsize;
+    if vaddr.checked_add(seg_len).map_or(true, |e| e > l.word_max())
+        || sht_off.checked_add(sht_len).map_or(true, |e| e > l.word_max())
     {
         return Err(overflow());
     }
@@ -268,7 +273,7 @@ pub fn rewrite(
                     ..*p
                 };
             }
-            PT_DYNAMIC if !dyn_in_place => {
+            PT_DYNAMIC => {
                 let len = dyn_bytes.len() as u64;
                 *p = Phdr {
                     offset: off + dyn_off,
@@ -294,23 +299,14 @@ pub fn rewrite(
         align: page,
     };
     phdrs.insert(last_load + 1, new_load);
-    let mut phdr_bytes = Vec::with_capacity(phdr_len as usize);
+    let mut phdr_bytes = Vec::with_capacity(str_off as usize);
     for p in &phdrs {
         p.write(l, &mut phdr_bytes);
     }
+    phdr_bytes.resize(str_off as usize, 0);
 
-    let mut edits = Vec::new();
-    // ELF header: e_phoff and e_phnum.
-    let mut b = Vec::new();
-    l.put_word(&mut b, off);
-    edits.push(Edit { offset: 24 + l.word(), bytes: b });
-    let mut b = Vec::new();
-    l.put_u16(&mut b, phnum as u16);
-    edits.push(Edit { offset: 24 + 3 * l.word() + 4 + 4, bytes: b });
-    if dyn_in_place {
-        edits.push(Edit { offset: dynamic.offset, bytes: dyn_bytes.clone() });
-    }
-    // Section headers of .dynstr and .dynamic follow the moves.
+    // A copy of the section header table, with .dynstr and .dynamic moved.
+    let mut sht = Vec::with_capacity(sht_len as usize);
     let dynsec = elf.shdrs.iter().position(|s| s.sh_type == SHT_DYNAMIC);
     let strsec = dynsec
         .and_then(|i| Some(elf.shdrs[i].link as usize).filter(|&k| k < elf.shdrs.len()))
@@ -320,41 +316,52 @@ pub fn rewrite(
                 .iter()
                 .position(|s| s.sh_type == SHT_STRTAB && s.addr == strtab.addr && s.addr != 0)
         });
-    let shsize = l.shdr_size();
-    if let Some(k) = strsec {
-        let s = super::Shdr {
-            addr: new_strtab,
-            offset: off + str_off,
-            size: new_strsz,
-            ..elf.shdrs[k]
+    for (k, sh) in elf.shdrs.iter().enumerate() {
+        let moved = if Some(k) == strsec {
+            super::Shdr { addr: new_strtab, offset: off + str_off, size: new_strsz, ..*sh }
+        } else if Some(k) == dynsec {
+            super::Shdr {
+                addr: vaddr + dyn_off,
+                offset: off + dyn_off,
+                size: dyn_bytes.len() as u64,
+                ..*sh
+            }
+        } else {
+            *sh
         };
-        let mut b = Vec::new();
-        s.write(l, &mut b);
-        edits.push(Edit { offset: elf.shoff + k as u64 * shsize, bytes: b });
-    }
-    if let (Some(k), false) = (dynsec, dyn_in_place) {
-        let s = super::Shdr {
-            addr: vaddr + dyn_off,
-            offset: off + dyn_off,
-            size: dyn_bytes.len() as u64,
-            ..elf.shdrs[k]
-        };
-        let mut b = Vec::new();
-        s.write(l, &mut b);
-        edits.push(Edit { offset: elf.shoff + k as u64 * shsize, bytes: b });
+        moved.write(l, &mut sht);
     }
 
-    let mut tail = Vec::with_capacity(value.len() + 1 + dyn_bytes.len() + 16);
+    // The ELF header: e_phoff, e_shoff, e_phnum. One write switches the file
+    // from the old layout to the new one.
+    let mut ehdr = elf.slice(0, l.ehdr_size(), "ELF header")?.to_vec();
+    let mut put = |at: u64, bytes: Vec<u8>| {
+        ehdr[at as usize..at as usize + bytes.len()].copy_from_slice(&bytes);
+    };
+    let mut b = Vec::new();
+    l.put_word(&mut b, off);
+    put(24 + l.word(), b);
+    if !elf.shdrs.is_empty() {
+        let mut b = Vec::new();
+        l.put_word(&mut b, sht_off);
+        put(24 + 2 * l.word(), b);
+    }
+    let mut b = Vec::new();
+    l.put_u16(&mut b, phnum as u16);
+    put(24 + 3 * l.word() + 4 + 4, b);
+
+    let mut tail = Vec::with_capacity((sht_off - off - str_off - old_strsz + sht_len) as usize);
     tail.extend_from_slice(value);
     tail.push(0);
-    if !dyn_in_place {
-        tail.resize((dyn_off - old_strsz - str_off) as usize, 0);
-        tail.extend_from_slice(&dyn_bytes);
+    tail.resize((dyn_off - old_strsz - str_off) as usize, 0);
+    tail.extend_from_slice(&dyn_bytes);
+    if !sht.is_empty() {
+        tail.resize((sht_off - off - str_off - old_strsz) as usize, 0);
+        tail.extend_from_slice(&sht);
     }
-    phdr_bytes.resize(str_off as usize, 0);
     Ok(Rewrite {
-        strategy: if dyn_in_place { Strategy::NewSegment } else { Strategy::NewSegmentAndDynamic },
-        edits,
+        strategy: Strategy::NewSegment,
+        edits: vec![Edit { offset: 0, bytes: ehdr }],
         append_at: off,
         append: vec![
             Piece::Bytes(phdr_bytes),
