@@ -46,7 +46,7 @@ for set in ours theirs; do
 done
 sync
 read -r t_theirs m_theirs < <(seconds bash -c 'upstream "$0"/*' "$work/theirs")
-read -r t_ours m_ours < <(seconds "$bin" "$work/ours")
+read -r t_ours m_ours < <(seconds "$bin" ${BENCH_FLAGS:-} "$work/ours")
 cmp <("$patchelf" --print-rpath "$work/ours/p1") <("$patchelf" --print-rpath "$work/theirs/p1")
 echo "small files ($n): upstream ${t_theirs}s, ours ${t_ours}s: $(ratio "$t_theirs" "$t_ours")x faster"
 
@@ -63,7 +63,7 @@ if [ "${BENCH_BIG:-0}" = 1 ]; then
   cp "$big" "$work/big-ours/" && cp "$big" "$work/big-theirs/" && sync
   read -r t_theirs m_theirs < <(seconds bash -c 'upstream "$0"' "$work/big-theirs/libcublasLt.so.12")
   sync
-  read -r t_ours m_ours < <(seconds "$bin" "$work/big-ours")
+  read -r t_ours m_ours < <(seconds "$bin" ${BENCH_FLAGS:-} "$work/big-ours")
   cmp <("$patchelf" --print-rpath "$work/big-ours/libcublasLt.so.12") \
       <("$patchelf" --print-rpath "$work/big-theirs/libcublasLt.so.12")
   echo "libcublasLt.so.12 ($(du -m "$big" | cut -f1) MB): upstream ${t_theirs}s peak ${m_theirs} KB," \

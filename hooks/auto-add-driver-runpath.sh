@@ -8,6 +8,9 @@
 # Differences from upstream, on purpose: double inclusion is guarded; the
 # opt-out is also checked when the hook runs, so a derivation may set it in a
 # phase. The binary reads the outputs itself ($outputs or structured attrs).
+# --in-place: inside a build nothing else uses the outputs, so writable files
+# are patched in place (append, verify, one header write; no copy), the
+# others through a temporary file and a rename.
 
 echo "Sourcing auto-add-driver-runpath-hook"
 
@@ -27,7 +30,7 @@ autoAddDriverRunpathFixup() {
     if [[ -n ${dontUseAutoAddDriverRunpath-} || -n ${dontUseAutoAddOpenGLRunpath-} ]]; then
         return 0
     fi
-    "@autoAddDriverRunpath@"
+    "@autoAddDriverRunpath@" --in-place
 }
 
 if [[ -z ${dontUseAutoAddDriverRunpath-} && -z ${dontUseAutoAddOpenGLRunpath-} ]]; then

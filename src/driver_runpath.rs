@@ -11,7 +11,7 @@
 //! order so that a build log is the same from run to run.
 
 use std::collections::HashMap;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -38,8 +38,12 @@ pub struct Config {
     pub check: bool,
     /// ELF files we cannot patch safely are warnings, not errors.
     pub skip_unsupported: bool,
-    /// `fsync` each new file before the rename.
+    /// `fsync` each new file before the rename (in place: before and after
+    /// the header switch).
     pub sync: bool,
+    /// Patch writable files in place (append, verify, then one header
+    /// write) instead of writing a temporary copy and renaming it.
+    pub in_place: bool,
     /// Which machine counts as the host's.
     pub machine: Machine,
 }
@@ -119,6 +123,8 @@ pub struct FileReport {
     /// How the file was rewritten.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub strategy: Option<Strategy>,
+    /// Whether it was patched in place (else replaced through a rename).
+    pub in_place: bool,
     /// Error class.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<ErrorKind>,
@@ -147,6 +153,7 @@ impl FileReport {
             new: None,
             tag: None,
             strategy: None,
+            in_place: false,
             error_kind: None,
             error: None,
         }
@@ -209,7 +216,8 @@ fn process_inner(
     // included — assumes nothing else rewrites them concurrently.
     let map = unsafe { memmap2::Mmap::map(&file)? };
     let plan;
-    let replacement;
+    let mut replacement = None;
+    let mut in_place = None;
     {
         let elf = Elf::parse(&map)?;
         if let Some(skip) = classify::classify(&elf, cfg.machine)? {
@@ -246,44 +254,140 @@ fn process_inner(
             report.action = Action::WouldPatch;
             return Ok(());
         }
-        let repl = Replacement::create(path)?;
-        let out = repl.file();
-        io::copy(&mut &file, &mut &*out)?;
-        for e in &rw.edits {
-            out.write_all_at(&e.bytes, e.offset)?;
-        }
-        let mut at = rw.append_at;
-        for piece in &rw.append {
-            let bytes: &[u8] = match piece {
-                Piece::Bytes(b) => b,
-                Piece::Input { offset, len } => elf.slice(*offset, *len, "appended range")?,
-            };
-            out.write_all_at(bytes, at)?;
-            at += bytes.len() as u64;
-        }
-        if out.metadata()?.len() != rw.new_len(map.len() as u64) {
-            return Err(ElfError::Verify("the written file has an unexpected length".into()).into());
-        }
-        // SAFETY: the temporary file is ours alone (created O_EXCL, mode 0600).
-        let new_map = unsafe { memmap2::Mmap::map(out)? };
-        patch::verify(&elf, &new_map, value, tag)?;
-        drop(new_map);
         for (offset, len) in patch::device_code_ranges(&elf) {
-            if !same_bytes(&file, out, offset, len)? {
+            let end = offset.saturating_add(len);
+            if rw.edits.iter().any(|e| e.offset < end && offset < e.offset + e.bytes.len() as u64) {
                 return Err(ElfError::Verify(format!(
-                    "device code at {offset:#x} differs after the copy"
+                    "an edit would touch device code at {offset:#x}"
                 ))
                 .into());
             }
         }
-        replacement = repl;
+        if cfg.in_place {
+            match OpenOptions::new().read(true).write(true).open(path) {
+                Ok(rwfile) => {
+                    append_and_verify(&rwfile, &elf, &rw, value, tag, map.len() as u64, cfg.sync)?;
+                    in_place = Some((rwfile, rw.edits.clone()));
+                }
+                // Not writable (a read-only file, a running program): the
+                // replacement below needs only the folder to be writable.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::ETXTBSY)
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if in_place.is_none() {
+            replacement = Some(write_replacement(path, &file, &elf, &rw, value, tag)?);
+        }
     }
-    // The input map and descriptor are dropped before the original is replaced.
+    // The input map and descriptor are dropped before the original is touched.
     drop(map);
     drop(file);
-    replacement.commit(&meta, links, cfg.sync)?;
+    if let Some((rwfile, edits)) = in_place {
+        // The switch: one write of the ELF header (or of one dynamic tag).
+        for e in &edits {
+            rwfile.write_all_at(&e.bytes, e.offset)?;
+        }
+        if cfg.sync {
+            rwfile.sync_data()?;
+        }
+        report.in_place = true;
+    } else if let Some(replacement) = replacement {
+        replacement.commit(&meta, links, cfg.sync)?;
+    }
     report.action = Action::Patched;
     Ok(())
+}
+
+/// In-place mode, first half: appends the new pieces after the end of the
+/// file (no old byte changes, so the file is still the old one to every
+/// reader), then verifies a private copy-on-write view with the header edits
+/// applied. On any failure the file is truncated back to its old length.
+fn append_and_verify(
+    f: &File,
+    elf: &Elf<'_>,
+    rw: &patch::Rewrite,
+    value: &[u8],
+    tag: Tag,
+    old_len: u64,
+    sync: bool,
+) -> Result<(), FileError> {
+    let result = (|| -> Result<(), FileError> {
+        write_pieces(f, elf, rw)?;
+        if f.metadata()?.len() != rw.new_len(old_len) {
+            return Err(ElfError::Verify("the file has an unexpected length".into()).into());
+        }
+        if sync {
+            f.sync_data()?;
+        }
+        // SAFETY: a private (copy-on-write) map: our writes to it never reach
+        // the file; the same caveat as the input map applies to others.
+        let mut view = unsafe { memmap2::MmapOptions::new().map_copy(f)? };
+        for e in &rw.edits {
+            let at = e.offset as usize;
+            view.get_mut(at..at + e.bytes.len())
+                .ok_or_else(|| ElfError::Verify("edit outside the file".into()))?
+                .copy_from_slice(&e.bytes);
+        }
+        patch::verify(elf, &view, value, tag)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = f.set_len(old_len);
+    }
+    result
+}
+
+/// Writes the appended pieces of a rewrite.
+fn write_pieces(out: &File, elf: &Elf<'_>, rw: &patch::Rewrite) -> Result<(), FileError> {
+    let mut at = rw.append_at;
+    for piece in &rw.append {
+        let bytes: &[u8] = match piece {
+            Piece::Bytes(b) => b,
+            Piece::Input { offset, len } => elf.slice(*offset, *len, "appended range")?,
+        };
+        out.write_all_at(bytes, at)?;
+        at += bytes.len() as u64;
+    }
+    Ok(())
+}
+
+/// Replacement mode: the whole new file in a temporary file next to the
+/// original, verified, ready to be renamed over it.
+fn write_replacement(
+    path: &Path,
+    file: &File,
+    elf: &Elf<'_>,
+    rw: &patch::Rewrite,
+    value: &[u8],
+    tag: Tag,
+) -> Result<Replacement, FileError> {
+    let repl = Replacement::create(path)?;
+    let out = repl.file();
+    io::copy(&mut &*file, &mut &*out)?;
+    for e in &rw.edits {
+        out.write_all_at(&e.bytes, e.offset)?;
+    }
+    write_pieces(out, elf, rw)?;
+    if out.metadata()?.len() != rw.new_len(elf.data.len() as u64) {
+        return Err(ElfError::Verify("the written file has an unexpected length".into()).into());
+    }
+    // SAFETY: the temporary file is ours alone (created O_EXCL, mode 0600).
+    let new_map = unsafe { memmap2::Mmap::map(out)? };
+    patch::verify(elf, &new_map, value, tag)?;
+    drop(new_map);
+    for (offset, len) in patch::device_code_ranges(elf) {
+        if !same_bytes(file, out, offset, len)? {
+            return Err(ElfError::Verify(format!(
+                "device code at {offset:#x} differs after the copy"
+            ))
+            .into());
+        }
+    }
+    Ok(repl)
 }
 
 /// Whether two files hold the same bytes in `[offset, offset+len)`, read in

@@ -76,6 +76,16 @@ fn run_prog(dir: &Path, prog: &str) -> String {
 
 #[test]
 fn c_programs_are_patched_still_run_and_a_second_run_changes_nothing() {
+    patch_c_programs(false);
+}
+
+#[test]
+fn c_programs_patched_in_place_too() {
+    patch_c_programs(true);
+}
+
+fn patch_c_programs(in_place: bool) {
+    let mode: &[&str] = if in_place { &["--in-place"] } else { &[] };
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
     build_fixtures(dir);
@@ -93,7 +103,7 @@ fn c_programs_are_patched_still_run_and_a_second_run_changes_nothing() {
     let lib_syms = sh(dir, "readelf -W --dyn-syms out/lib/libans.so");
     let pie_ino = std::fs::metadata(out.join("bin/pie")).unwrap().ino();
 
-    let r = bin(dir, &["out"]);
+    let r = bin(dir, &[mode, &["out"]].concat());
     assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     let stderr = String::from_utf8_lossy(&r.stderr);
     for f in [
@@ -127,7 +137,8 @@ fn c_programs_are_patched_still_run_and_a_second_run_changes_nothing() {
     let (a, b) = (out.join("bin/pie"), out.join("bin/pie-hardlink"));
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     assert_eq!(std::fs::metadata(&a).unwrap().ino(), std::fs::metadata(&b).unwrap().ino());
-    assert_ne!(std::fs::metadata(&a).unwrap().ino(), pie_ino, "replaced, not written in place");
+    let same_inode = std::fs::metadata(&a).unwrap().ino() == pie_ino;
+    assert_eq!(same_inode, in_place, "in place keeps the inode, replacement does not");
     // Modes kept: no exec bit on the library, setuid on the program.
     assert_eq!(std::fs::metadata(out.join("lib/libans.so")).unwrap().mode() & 0o7777, 0o644);
     assert_eq!(std::fs::metadata(out.join("bin/setuid")).unwrap().mode() & 0o7777, 0o4755);
@@ -147,7 +158,7 @@ fn c_programs_are_patched_still_run_and_a_second_run_changes_nothing() {
     assert_eq!(snap.len(), now.len());
 
     // Second run: nothing changes, byte for byte.
-    let r2 = bin(dir, &["out"]);
+    let r2 = bin(dir, &[mode, &["out"]].concat());
     assert_eq!(r2.status.code(), Some(0), "{}", text(&r2));
     assert!(
         !String::from_utf8_lossy(&r2.stderr).contains("using addDriverRunpath"),
@@ -324,7 +335,8 @@ fn read_only_folder_is_an_error_and_read_only_file_is_patched() {
         text(&r)
     );
     assert!(snap == snapshot(&dir.join("ro")));
-    let r = as_user("rw");
+    // In place falls back to a replacement for a file it cannot open for writing.
+    let r = as_user("--in-place rw");
     assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     assert_eq!(search_path(&dir.join("rw/p")).unwrap().1, DRIVER);
     assert_eq!(std::fs::metadata(dir.join("rw/p")).unwrap().mode() & 0o7777, 0o555);
@@ -343,6 +355,7 @@ fn a_vanished_file_is_an_io_error_naming_it() {
         check: false,
         skip_unsupported: false,
         sync: false,
+        in_place: false,
         machine: Default::default(),
     };
     let r = process_file(Path::new("/nonexistent/libgone.so"), &[], &cfg);

@@ -49,6 +49,12 @@ struct Args {
     /// fsync every rewritten file before it replaces the original.
     #[arg(long)]
     fsync: bool,
+    /// Patch writable files in place: append the new data, verify, then
+    /// switch with one write of the ELF header (hard links need no relinking;
+    /// no copy of the file). Files that cannot be opened for writing are
+    /// replaced through a temporary file as usual. Meant for builds.
+    #[arg(long)]
+    in_place: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -79,6 +85,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
         check: args.check,
         skip_unsupported: args.skip_unsupported,
         sync: args.fsync,
+        in_place: args.in_place,
         machine: Machine::default(),
     };
     let text = args.common.format == Format::Text;
