@@ -488,7 +488,8 @@ impl<'a> Elf<'a> {
         self.loads().find_map(|p| {
             let end = vaddr.checked_add(len)?;
             (vaddr >= p.vaddr && end <= p.vaddr.checked_add(p.filesz)?)
-                .then(|| p.offset + (vaddr - p.vaddr))
+                .then(|| p.offset.checked_add(vaddr - p.vaddr))
+                .flatten()
         })
     }
 

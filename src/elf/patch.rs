@@ -230,7 +230,7 @@ pub fn rewrite(
     let exec_off = match delta {
         Some(delta) if exec => round_up(min_off.max(v_min.saturating_sub(delta)), 16)
             .filter(|off| off - min_off <= MAX_EXEC_HOLE)
-            .map(|off| (off, off + delta)),
+            .and_then(|off| Some((off, off.checked_add(delta)?))),
         _ => None,
     };
     let (off, vaddr) = match exec_off {
@@ -238,7 +238,7 @@ pub fn rewrite(
         None => (min_off, v_min.checked_add(min_off % page).ok_or_else(overflow)?),
     };
     let shsize = l.shdr_size();
-    let sht_off = round_up(off + seg_len, 8).ok_or_else(overflow)?;
+    let sht_off = off.checked_add(seg_len).and_then(|e| round_up(e, 8)).ok_or_else(overflow)?;
     let sht_len = elf.shdrs.len() as u64 * shsize;
     if vaddr.checked_add(seg_len).map_or(true, |e| e > l.word_max())
         || sht_off.checked_add(sht_len).map_or(true, |e| e > l.word_max())
@@ -424,8 +424,10 @@ pub fn verify(old: &Elf<'_>, new_data: &[u8], value: &[u8], tag: Tag) -> Result<
         return Err(bad("loadable segments are no longer sorted by address".into()));
     }
     if let Some(ph) = new.phdr(PT_PHDR) {
-        if !nloads.iter().any(|p| ph.vaddr >= p.vaddr && ph.vaddr + ph.memsz <= p.vaddr + p.filesz)
-        {
+        if !nloads.iter().any(|p| {
+            ph.vaddr >= p.vaddr
+                && ph.vaddr.saturating_add(ph.memsz) <= p.vaddr.saturating_add(p.filesz)
+        }) {
             return Err(bad("PT_PHDR is not covered by a loadable segment".into()));
         }
     }
