@@ -701,3 +701,34 @@ fn corrupted_headers_never_panic_and_never_leave_a_half_written_file() {
     let left: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(left.iter().all(|n| !n.to_string_lossy().ends_with(".tmp")), "{left:?}");
 }
+
+#[test]
+fn headers_stay_in_place_when_an_entry_is_spare_so_strip_still_works() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    build_fixtures(dir);
+    // gcc with CET notes (Debian's default) emits a PT_NOTE that repeats
+    // PT_GNU_PROPERTY: that entry becomes the new PT_LOAD.
+    let phdrs = sh(dir, "readelf -lW out/bin/pie");
+    assert!(phdrs.contains("GNU_PROPERTY"), "fixture without PT_GNU_PROPERTY:\n{phdrs}");
+    let r = bin(dir, &["--format", "json", "out/bin"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let pie = v["report"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "out/bin/pie")
+        .unwrap();
+    assert_eq!(pie["strategy"], "new-segment", "{pie}");
+    let after = sh(dir, "readelf -lW out/bin/pie");
+    assert!(after.contains("There are 13 program headers, starting at offset 64"), "{after}");
+    // binutils' strip/objcopy expect the table at the start of the file.
+    sh(dir, "strip -o out/bin/pie.stripped out/bin/pie && objcopy out/bin/pie out/bin/pie.copied");
+    assert_eq!(sh(dir, "./out/bin/pie.stripped"), sh(dir, "./out/bin/pie"));
+    assert_eq!(sh(dir, "./out/bin/pie.copied"), sh(dir, "./out/bin/pie"));
+    assert_eq!(
+        search_path(&dir.join("out/bin/pie.stripped")).unwrap().1,
+        format!("{DRIVER}:$ORIGIN/../lib")
+    );
+}

@@ -17,14 +17,20 @@ pub mod runpath;
 /// `\x7fELF`, the first four bytes of every ELF file.
 pub const MAGIC: &[u8; 4] = b"\x7fELF";
 
+/// Program header type of an unused entry.
+pub const PT_NULL: u32 = 0;
 /// Program header type of a loadable segment.
 pub const PT_LOAD: u32 = 1;
 /// Program header type of the dynamic segment.
 pub const PT_DYNAMIC: u32 = 2;
 /// Program header type of the interpreter path.
 pub const PT_INTERP: u32 = 3;
+/// Program header type of a note segment.
+pub const PT_NOTE: u32 = 4;
 /// Program header type of the program header table itself.
 pub const PT_PHDR: u32 = 6;
+/// Program header type of the GNU property note.
+pub const PT_GNU_PROPERTY: u32 = 0x6474_e553;
 /// Segment flag: readable.
 pub const PF_R: u32 = 4;
 /// Segment flag: writable.

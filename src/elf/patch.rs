@@ -50,9 +50,13 @@ use super::{
 pub enum Strategy {
     /// Only a dynamic tag changed.
     TagOnly,
-    /// A segment was appended (program headers, `.dynstr` copy, `.dynamic`),
-    /// and a section header table after it; only the ELF header changed.
+    /// A segment was appended (`.dynstr` copy, `.dynamic`) and a section
+    /// header table after it; the program header table stayed in place, one
+    /// redundant entry reused for the new PT_LOAD.
     NewSegment,
+    /// Like `NewSegment`, but the program header table (one entry longer)
+    /// moved into the new segment: no entry could be reused.
+    NewSegmentMovedHeaders,
 }
 
 /// Bytes to overwrite in the copy of the original file.
@@ -206,13 +210,16 @@ pub fn rewrite(
     let overflow = || ElfError::Unsupported("no address space left for a new segment".into());
     let v_min = round_up(mem_end, page).ok_or_else(overflow)?;
 
-    let phnum = elf.phdrs.len() as u64 + 1;
+    // A program header entry we may reuse keeps the table where it is.
+    let spare = spare_phdr(elf);
+    let move_phdrs = spare.is_none();
+    let phnum = elf.phdrs.len() as u64 + u64::from(move_phdrs);
     if phnum >= 0xffff {
         return Err(ElfError::Unsupported("too many program headers".into()));
     }
     let old_strsz = strtab.bytes.len() as u64;
     let phdr_len = phnum * l.phdr_size();
-    let str_off = round_up(phdr_len, 8).ok_or_else(overflow)?;
+    let str_off = if move_phdrs { round_up(phdr_len, 8).ok_or_else(overflow)? } else { 0 };
     let new_strsz = old_strsz + value.len() as u64 + 1;
     let str_end = str_off + new_strsz;
 
@@ -228,7 +235,7 @@ pub fn rewrite(
     let delta = first.vaddr.checked_sub(first.offset).filter(|d| d % page == 0);
     let min_off = round_up(file_end, 16).ok_or_else(overflow)?;
     let exec_off = match delta {
-        Some(delta) if exec => round_up(min_off.max(v_min.saturating_sub(delta)), 16)
+        Some(delta) if exec && move_phdrs => round_up(min_off.max(v_min.saturating_sub(delta)), 16)
             .filter(|off| off - min_off <= MAX_EXEC_HOLE)
             .and_then(|off| Some((off, off.checked_add(delta)?))),
         _ => None,
@@ -261,9 +268,12 @@ pub fn rewrite(
 
     // Program headers.
     let mut phdrs = elf.phdrs.clone();
+    if let Some(i) = spare {
+        phdrs.remove(i);
+    }
     for p in phdrs.iter_mut() {
         match p.p_type {
-            PT_PHDR => {
+            PT_PHDR if move_phdrs => {
                 *p = Phdr {
                     offset: off,
                     vaddr,
@@ -299,11 +309,10 @@ pub fn rewrite(
         align: page,
     };
     phdrs.insert(last_load + 1, new_load);
-    let mut phdr_bytes = Vec::with_capacity(str_off as usize);
+    let mut phdr_bytes = Vec::with_capacity(phdr_len as usize);
     for p in &phdrs {
         p.write(l, &mut phdr_bytes);
     }
-    phdr_bytes.resize(str_off as usize, 0);
 
     // A copy of the section header table, with .dynstr and .dynamic moved.
     let mut sht = Vec::with_capacity(sht_len as usize);
@@ -332,15 +341,18 @@ pub fn rewrite(
         moved.write(l, &mut sht);
     }
 
-    // The ELF header: e_phoff, e_shoff, e_phnum. One write switches the file
-    // from the old layout to the new one.
+    // The ELF header (e_phoff, e_shoff, e_phnum), and the program header
+    // table when it stays in place: one write (the table follows the header
+    // in every linker's output) switches the file to the new layout.
     let mut ehdr = elf.slice(0, l.ehdr_size(), "ELF header")?.to_vec();
     let mut put = |at: u64, bytes: Vec<u8>| {
         ehdr[at as usize..at as usize + bytes.len()].copy_from_slice(&bytes);
     };
-    let mut b = Vec::new();
-    l.put_word(&mut b, off);
-    put(24 + l.word(), b);
+    if move_phdrs {
+        let mut b = Vec::new();
+        l.put_word(&mut b, off);
+        put(24 + l.word(), b);
+    }
     if !elf.shdrs.is_empty() {
         let mut b = Vec::new();
         l.put_word(&mut b, sht_off);
@@ -359,15 +371,40 @@ pub fn rewrite(
         tail.resize((sht_off - off - str_off - old_strsz) as usize, 0);
         tail.extend_from_slice(&sht);
     }
+    let mut edits = vec![Edit { offset: 0, bytes: ehdr }];
+    let mut append = Vec::with_capacity(3);
+    if move_phdrs {
+        phdr_bytes.resize(str_off as usize, 0);
+        append.push(Piece::Bytes(phdr_bytes));
+    } else if elf.phoff == l.ehdr_size() {
+        edits[0].bytes.extend_from_slice(&phdr_bytes);
+    } else {
+        edits.push(Edit { offset: elf.phoff, bytes: phdr_bytes });
+    }
+    append.push(Piece::Input { offset: strtab.offset, len: old_strsz });
+    append.push(Piece::Bytes(tail));
     Ok(Rewrite {
-        strategy: Strategy::NewSegment,
-        edits: vec![Edit { offset: 0, bytes: ehdr }],
+        strategy: if move_phdrs { Strategy::NewSegmentMovedHeaders } else { Strategy::NewSegment },
+        edits,
         append_at: off,
-        append: vec![
-            Piece::Bytes(phdr_bytes),
-            Piece::Input { offset: strtab.offset, len: old_strsz },
-            Piece::Bytes(tail),
-        ],
+        append,
+    })
+}
+
+/// A program header entry that can become the new PT_LOAD without loss:
+/// a PT_NULL, or a PT_NOTE that only repeats the PT_GNU_PROPERTY range
+/// (glibc reads PT_NOTE only when there is no PT_GNU_PROPERTY, and the
+/// kernel reads PT_GNU_PROPERTY; the note stays in the file and in its
+/// section).
+fn spare_phdr(elf: &Elf<'_>) -> Option<usize> {
+    use super::{PT_GNU_PROPERTY, PT_NOTE, PT_NULL};
+    elf.phdrs.iter().position(|p| p.p_type == PT_NULL).or_else(|| {
+        let prop = elf.phdr(PT_GNU_PROPERTY)?;
+        elf.phdrs.iter().position(|p| {
+            p.p_type == PT_NOTE
+                && (p.offset, p.vaddr, p.filesz, p.memsz)
+                    == (prop.offset, prop.vaddr, prop.filesz, prop.memsz)
+        })
     })
 }
 
