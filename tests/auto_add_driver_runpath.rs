@@ -623,10 +623,25 @@ fn executables_with_a_large_bss_still_run() {
         )
         .unwrap();
         sh(dir, &format!("mkdir -p out && gcc -o out/{name} {name}.c && gcc -no-pie -o out/{name}-nopie {name}.c"));
+        // Without a spare header or known sections the table moves, and the
+        // AT_PHDR-compatible placement needs a hole the size of .bss.
+        for p in [name.to_string(), format!("{name}-nopie")] {
+            sh(dir, &format!("cp out/{p} out/{p}-moved"));
+            drop_section_headers(&dir.join("out").join(format!("{p}-moved")));
+        }
     }
     let r = bin(dir, &["out"]);
     assert_eq!(r.status.code(), Some(0), "{}", text(&r));
-    for p in ["b64", "b512", "b64-nopie", "b512-nopie"] {
+    for p in [
+        "b64",
+        "b512",
+        "b64-nopie",
+        "b512-nopie",
+        "b64-moved",
+        "b512-moved",
+        "b64-nopie-moved",
+        "b512-nopie-moved",
+    ] {
         assert_eq!(sh(dir, &format!("./out/{p}")), "bss 7\n", "{p}");
         assert_eq!(search_path(&dir.join("out").join(p)).unwrap().1, DRIVER);
         // The hole kept for old kernels' AT_PHDR is sparse, never 512 MiB of zeros.
@@ -731,4 +746,79 @@ fn headers_stay_in_place_when_an_entry_is_spare_so_strip_still_works() {
         search_path(&dir.join("out/bin/pie.stripped")).unwrap().1,
         format!("{DRIVER}:$ORIGIN/../lib")
     );
+}
+
+#[test]
+fn libraries_grow_their_header_table_in_place_and_survive_strip() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    build_fixtures(dir);
+    sh(dir, "gcc -shared -fPIC -fcf-protection=none -o out/lib/libnocet.so lib.c");
+    let r = bin(dir, &["--format", "json", "out/lib"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let lib = v["report"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "out/lib/libnocet.so")
+        .unwrap();
+    assert_eq!(lib["strategy"], "new-segment-grown-headers", "{lib}");
+    assert!(sh(dir, "readelf -lW out/lib/libnocet.so").contains("starting at offset 64"));
+    assert_eq!(sh(dir, "./host out/lib/libnocet.so"), "hello from lib 42\n");
+    assert_eq!(sh(dir, "readelf -n out/lib/libnocet.so | grep -c 'Build ID'").trim(), "1");
+    sh(dir, "strip -o out/lib/libnocet.stripped.so out/lib/libnocet.so 2>strip.err && ! test -s strip.err");
+    assert_eq!(sh(dir, "./host out/lib/libnocet.stripped.so"), "hello from lib 42\n");
+    assert_eq!(search_path(&dir.join("out/lib/libnocet.stripped.so")).unwrap().1, DRIVER);
+}
+
+/// Clears `e_shoff`, `e_shnum`, `e_shstrndx` of an ELF64 file (as sstrip
+/// does), and turns PT_GNU_PROPERTY into a second PT_NOTE, so that no program
+/// header is spare and no section is known: the table must move.
+fn drop_section_headers(path: &Path) {
+    let mut data = std::fs::read(path).unwrap();
+    data[40..48].fill(0);
+    data[60..64].fill(0);
+    let phoff = u64::from_le_bytes(data[32..40].try_into().unwrap()) as usize;
+    let phnum = u16::from_le_bytes(data[56..58].try_into().unwrap()) as usize;
+    for i in 0..phnum {
+        let at = phoff + i * 56;
+        if data[at..at + 4] == 0x6474_e553u32.to_le_bytes() {
+            data[at..at + 4].copy_from_slice(&4u32.to_le_bytes());
+        }
+    }
+    std::fs::write(path, data).unwrap();
+}
+
+#[test]
+fn without_section_headers_the_table_moves_and_programs_still_run() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    build_fixtures(dir);
+    for (name, flags) in [("pie-nosht", "-fPIE -pie"), ("nopie-nosht", "-no-pie")] {
+        sh(
+            dir,
+            &format!(
+                "gcc {flags} -fcf-protection=none -o out/bin/{name} main.c -Lout/lib -lans \
+                 -Wl,-rpath,'$ORIGIN/../lib'"
+            ),
+        );
+        drop_section_headers(&dir.join("out/bin").join(name));
+    }
+    let before = sh(dir, "./out/bin/pie-nosht && ./out/bin/nopie-nosht");
+    for mode in [&[][..], &["--in-place"][..]] {
+        let r = bin(dir, &[mode, &["--format", "json", "out/bin"]].concat());
+        assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    }
+    let r = bin(dir, &["--format", "json", "--check", "out/bin"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    for name in ["pie-nosht", "nopie-nosht"] {
+        let phdrs = sh(dir, &format!("readelf -lW out/bin/{name}"));
+        assert!(!phdrs.contains("starting at offset 64"), "{name}: {phdrs}");
+        assert_eq!(
+            search_path(&dir.join("out/bin").join(name)).unwrap().1,
+            format!("{DRIVER}:$ORIGIN/../lib")
+        );
+    }
+    assert_eq!(before, sh(dir, "./out/bin/pie-nosht && ./out/bin/nopie-nosht"));
 }

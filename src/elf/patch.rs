@@ -54,8 +54,12 @@ pub enum Strategy {
     /// header table after it; the program header table stayed in place, one
     /// redundant entry reused for the new PT_LOAD.
     NewSegment,
+    /// Like `NewSegment`, but the table grew by one entry in place: the
+    /// sections right after it (notes, hash tables, ...) moved to the new
+    /// segment.
+    NewSegmentGrownHeaders,
     /// Like `NewSegment`, but the program header table (one entry longer)
-    /// moved into the new segment: no entry could be reused.
+    /// moved into the new segment: no room could be made in place.
     NewSegmentMovedHeaders,
 }
 
@@ -210,26 +214,23 @@ pub fn rewrite(
     let overflow = || ElfError::Unsupported("no address space left for a new segment".into());
     let v_min = round_up(mem_end, page).ok_or_else(overflow)?;
 
-    // A program header entry we may reuse keeps the table where it is.
-    let spare = spare_phdr(elf);
-    let move_phdrs = spare.is_none();
-    let phnum = elf.phdrs.len() as u64 + u64::from(move_phdrs);
+    // Where the program header table goes: a reused entry or room made after
+    // it keep it in place (binutils' strip/objcopy expect it at the start of
+    // the file); otherwise it moves into the new segment.
+    let table = match spare_phdr(elf) {
+        Some(i) => Table::Spare(i),
+        None => match grow_plan(elf) {
+            Some(g) => Table::Grow(g),
+            None => Table::Move,
+        },
+    };
+    let move_phdrs = matches!(table, Table::Move);
+    let phnum = elf.phdrs.len() as u64 + u64::from(!matches!(table, Table::Spare(_)));
     if phnum >= 0xffff {
         return Err(ElfError::Unsupported("too many program headers".into()));
     }
-    let old_strsz = strtab.bytes.len() as u64;
-    let phdr_len = phnum * l.phdr_size();
-    let str_off = if move_phdrs { round_up(phdr_len, 8).ok_or_else(overflow)? } else { 0 };
-    let new_strsz = old_strsz + value.len() as u64 + 1;
-    let str_end = str_off + new_strsz;
-
-    let mut entries: Vec<Dyn> = dynamic.entries.clone();
-    match target {
-        Some(i) => entries[i] = Dyn { tag: tag.dt(), val: old_strsz },
-        None => entries.push(Dyn { tag: tag.dt(), val: old_strsz }),
-    }
-    let dyn_off = round_up(str_end, l.word()).ok_or_else(overflow)?;
-    let seg_len = dyn_off + (entries.len() as u64 + 1) * dsize;
+    let ent = l.phdr_size();
+    let phdr_len = phnum * ent;
 
     let exec = elf.phdr(PT_INTERP).is_some() || elf.e_type == super::ET_EXEC;
     let delta = first.vaddr.checked_sub(first.offset).filter(|d| d % page == 0);
@@ -244,6 +245,27 @@ pub fn rewrite(
         Some(placed) => placed,
         None => (min_off, v_min.checked_add(min_off % page).ok_or_else(overflow)?),
     };
+
+    // Layout of the new segment: [moved headers | moved block] .dynstr copy
+    // + new string, .dynamic; then (outside the segment) the section headers.
+    let mut pos = if move_phdrs { phdr_len } else { 0 };
+    let mut block_at = 0;
+    if let Table::Grow(g) = &table {
+        let here = vaddr.checked_add(pos).ok_or_else(overflow)?;
+        block_at = pos + (g.addr.wrapping_sub(here) & (g.align - 1));
+        pos = block_at + g.len;
+    }
+    let old_strsz = strtab.bytes.len() as u64;
+    let str_off = round_up(pos, 8).ok_or_else(overflow)?;
+    let new_strsz = old_strsz + value.len() as u64 + 1;
+    let str_end = str_off + new_strsz;
+    let mut entries: Vec<Dyn> = dynamic.entries.clone();
+    match target {
+        Some(i) => entries[i] = Dyn { tag: tag.dt(), val: old_strsz },
+        None => entries.push(Dyn { tag: tag.dt(), val: old_strsz }),
+    }
+    let dyn_off = round_up(str_end, l.word()).ok_or_else(overflow)?;
+    let seg_len = dyn_off + (entries.len() as u64 + 1) * dsize;
     let shsize = l.shdr_size();
     let sht_off = off.checked_add(seg_len).and_then(|e| round_up(e, 8)).ok_or_else(overflow)?;
     let sht_len = elf.shdrs.len() as u64 * shsize;
@@ -252,11 +274,21 @@ pub fn rewrite(
     {
         return Err(overflow());
     }
+    // Addresses and offsets inside the moved block follow it.
+    let (b_off, b_len, b_addr) = match &table {
+        Table::Grow(g) => (g.off, g.len, g.addr),
+        _ => (0, 0, 0),
+    };
+    let in_block = |addr: u64| b_len > 0 && addr >= b_addr && addr - b_addr < b_len;
+    let moved_addr = |addr: u64| addr - b_addr + vaddr + block_at;
+    let moved_off = |o: u64| o - b_off + off + block_at;
+
     let new_strtab = vaddr + str_off;
     for d in entries.iter_mut() {
         match d.tag {
             DT_STRTAB => d.val = new_strtab,
             DT_STRSZ => d.val = new_strsz,
+            t if POINTER_TAGS.contains(&t) && in_block(d.val) => d.val = moved_addr(d.val),
             _ => {}
         }
     }
@@ -268,7 +300,7 @@ pub fn rewrite(
 
     // Program headers.
     let mut phdrs = elf.phdrs.clone();
-    if let Some(i) = spare {
+    if let Table::Spare(i) = table {
         phdrs.remove(i);
     }
     for p in phdrs.iter_mut() {
@@ -283,6 +315,10 @@ pub fn rewrite(
                     ..*p
                 };
             }
+            PT_PHDR if matches!(table, Table::Grow(_)) => {
+                p.filesz = phdr_len;
+                p.memsz = phdr_len;
+            }
             PT_DYNAMIC => {
                 let len = dyn_bytes.len() as u64;
                 *p = Phdr {
@@ -293,6 +329,10 @@ pub fn rewrite(
                     memsz: len,
                     ..*p
                 };
+            }
+            t if t != PT_LOAD && b_len > 0 && p.offset >= b_off && p.offset - b_off < b_len => {
+                let v = moved_addr(p.vaddr);
+                *p = Phdr { offset: moved_off(p.offset), vaddr: v, paddr: v, ..*p };
             }
             _ => {}
         }
@@ -314,7 +354,8 @@ pub fn rewrite(
         p.write(l, &mut phdr_bytes);
     }
 
-    // A copy of the section header table, with .dynstr and .dynamic moved.
+    // A copy of the section header table, with .dynstr, .dynamic and the
+    // moved block's sections pointing to their new places.
     let mut sht = Vec::with_capacity(sht_len as usize);
     let dynsec = elf.shdrs.iter().position(|s| s.sh_type == SHT_DYNAMIC);
     let strsec = dynsec
@@ -335,6 +376,9 @@ pub fn rewrite(
                 size: dyn_bytes.len() as u64,
                 ..*sh
             }
+        } else if sh.flags & SHF_ALLOC != 0 && sh.sh_type != super::SHT_NOBITS && in_block(sh.addr)
+        {
+            super::Shdr { addr: moved_addr(sh.addr), offset: moved_off(sh.offset), ..*sh }
         } else {
             *sh
         };
@@ -372,23 +416,182 @@ pub fn rewrite(
         tail.extend_from_slice(&sht);
     }
     let mut edits = vec![Edit { offset: 0, bytes: ehdr }];
-    let mut append = Vec::with_capacity(3);
-    if move_phdrs {
-        phdr_bytes.resize(str_off as usize, 0);
-        append.push(Piece::Bytes(phdr_bytes));
-    } else if elf.phoff == l.ehdr_size() {
-        edits[0].bytes.extend_from_slice(&phdr_bytes);
-    } else {
-        edits.push(Edit { offset: elf.phoff, bytes: phdr_bytes });
+    let mut append = Vec::with_capacity(5);
+    match &table {
+        Table::Move => {
+            phdr_bytes.resize(str_off as usize, 0);
+            append.push(Piece::Bytes(phdr_bytes));
+        }
+        Table::Grow(g) => {
+            // grow_plan only accepts a table right after the ELF header.
+            edits[0].bytes.extend_from_slice(&phdr_bytes);
+            append.push(Piece::Bytes(vec![0; block_at as usize]));
+            append.push(Piece::Input { offset: g.off, len: g.len });
+            append.push(Piece::Bytes(vec![0; (str_off - block_at - g.len) as usize]));
+        }
+        Table::Spare(_) if elf.phoff == l.ehdr_size() => {
+            edits[0].bytes.extend_from_slice(&phdr_bytes);
+            append.push(Piece::Bytes(vec![0; str_off as usize]));
+        }
+        Table::Spare(_) => {
+            edits.push(Edit { offset: elf.phoff, bytes: phdr_bytes });
+            append.push(Piece::Bytes(vec![0; str_off as usize]));
+        }
     }
     append.push(Piece::Input { offset: strtab.offset, len: old_strsz });
     append.push(Piece::Bytes(tail));
     Ok(Rewrite {
-        strategy: if move_phdrs { Strategy::NewSegmentMovedHeaders } else { Strategy::NewSegment },
+        strategy: match table {
+            Table::Spare(_) => Strategy::NewSegment,
+            Table::Grow(_) => Strategy::NewSegmentGrownHeaders,
+            Table::Move => Strategy::NewSegmentMovedHeaders,
+        },
         edits,
         append_at: off,
         append,
     })
+}
+
+/// Where the program header table goes.
+enum Table {
+    /// Entry `i` is redundant and becomes the new PT_LOAD.
+    Spare(usize),
+    /// The table grows in place; the sections in the way move.
+    Grow(Grow),
+    /// The table moves into the new segment.
+    Move,
+}
+
+/// The block of sections that moves so the table can grow by one entry.
+#[derive(Clone, Copy, Debug)]
+struct Grow {
+    /// File offset of the block.
+    off: u64,
+    /// Its length.
+    len: u64,
+    /// Its virtual address.
+    addr: u64,
+    /// The largest alignment of a section in it.
+    align: u64,
+}
+
+/// Dynamic tags whose value is an address (`d_ptr`).
+const POINTER_TAGS: &[i64] = &[
+    3,           // DT_PLTGOT
+    4,           // DT_HASH
+    6,           // DT_SYMTAB
+    7,           // DT_RELA
+    12,          // DT_INIT
+    13,          // DT_FINI
+    17,          // DT_REL
+    23,          // DT_JMPREL
+    25,          // DT_INIT_ARRAY
+    26,          // DT_FINI_ARRAY
+    32,          // DT_PREINIT_ARRAY
+    36,          // DT_RELR
+    0x6fff_fef5, // DT_GNU_HASH
+    0x6fff_fef6, // DT_TLSDESC_PLT
+    0x6fff_fef7, // DT_TLSDESC_GOT
+    0x6fff_fff0, // DT_VERSYM
+    0x6fff_fffc, // DT_VERDEF
+    0x6fff_fffe, // DT_VERNEED
+];
+
+/// Section flag: occupies memory at run time.
+const SHF_ALLOC: u64 = 2;
+
+/// Plans room for one more program header right after the table: the
+/// sections in the way (notes, `.interp`, hash tables, `.dynsym`, version
+/// tables, dynamic relocations — things only headers and `.dynamic` point
+/// to) are copied to the new segment as one block, keeping their relative
+/// layout, and every header and dynamic entry pointing into them follows.
+/// The old bytes stay too, except the few the new entry overwrites. `None`
+/// when anything else is in the way.
+fn grow_plan(elf: &Elf<'_>) -> Option<Grow> {
+    use super::{PT_GNU_PROPERTY, PT_NOTE};
+    let l = elf.layout;
+    let ent = l.phdr_size();
+    if elf.phoff != l.ehdr_size() || elf.shdrs.is_empty() {
+        return None;
+    }
+    let tab_end = elf.phoff + elf.phdrs.len() as u64 * ent;
+    let need = tab_end + ent;
+    let first = elf.loads().find(|p| p.covers_offset(elf.phoff, need - elf.phoff))?;
+    let overlaps = |o: u64, n: u64, a: u64, b: u64| o < b && o.saturating_add(n) > a;
+    let mut b0 = u64::MAX;
+    let mut b1 = tab_end;
+    for s in &elf.shdrs {
+        if s.sh_type != super::SHT_NOBITS && s.size > 0 && overlaps(s.offset, s.size, tab_end, need)
+        {
+            b0 = b0.min(s.offset);
+            b1 = b1.max(s.offset.saturating_add(s.size));
+        }
+    }
+    if b0 == u64::MAX {
+        // Nothing in the way: the bytes after the table are free padding,
+        // unless a header points there.
+        if elf.phdrs.iter().any(|p| {
+            p.p_type != PT_LOAD && p.filesz > 0 && overlaps(p.offset, p.filesz, tab_end, need)
+        }) {
+            return None;
+        }
+        return Some(Grow { off: need, len: 0, addr: 0, align: 1 });
+    }
+    if b0 < tab_end {
+        return None;
+    }
+    // Grow the block until no section or header straddles its edges.
+    loop {
+        let (mut n0, mut n1) = (b0, b1);
+        for s in elf.shdrs.iter().filter(|s| s.sh_type != super::SHT_NOBITS && s.size > 0) {
+            if overlaps(s.offset, s.size, b0, b1) {
+                n0 = n0.min(s.offset);
+                n1 = n1.max(s.offset.saturating_add(s.size));
+            }
+        }
+        for p in elf.phdrs.iter().filter(|p| p.p_type != PT_LOAD && p.filesz > 0) {
+            if overlaps(p.offset, p.filesz, b0, b1) {
+                n0 = n0.min(p.offset);
+                n1 = n1.max(p.offset.saturating_add(p.filesz));
+            }
+        }
+        if (n0, n1) == (b0, b1) {
+            break;
+        }
+        (b0, b1) = (n0, n1);
+        if b0 < tab_end || b1 - b0 > (16 << 20) {
+            return None;
+        }
+    }
+    if !first.covers_offset(b0, b1 - b0) {
+        return None;
+    }
+    let mut align = 1u64;
+    for s in elf.shdrs.iter().filter(|s| s.sh_type != super::SHT_NOBITS && s.size > 0) {
+        if !overlaps(s.offset, s.size, b0, b1) {
+            continue;
+        }
+        let movable = matches!(
+            s.sh_type,
+            3 | 4 | 5 | 7 | 9 | 11 | 19 | 0x6fff_fff6 | 0x6fff_fffd | 0x6fff_fffe | 0x6fff_ffff
+        ) || (s.sh_type == 1 && elf.section_name(s) == Some(b".interp"));
+        if !movable || s.flags & SHF_ALLOC == 0 {
+            return None;
+        }
+        align = align.max(s.addralign.max(1));
+    }
+    for p in elf.phdrs.iter().filter(|p| p.p_type != PT_LOAD && p.filesz > 0) {
+        if overlaps(p.offset, p.filesz, b0, b1)
+            && !matches!(p.p_type, PT_NOTE | PT_GNU_PROPERTY | PT_INTERP)
+        {
+            return None;
+        }
+    }
+    if !align.is_power_of_two() || align > 0x1000 {
+        return None;
+    }
+    let addr = first.vaddr.checked_add(b0 - first.offset)?;
+    Some(Grow { off: b0, len: b1 - b0, addr, align })
 }
 
 /// A program header entry that can become the new PT_LOAD without loss:
@@ -433,12 +636,60 @@ pub fn verify(old: &Elf<'_>, new_data: &[u8], value: &[u8], tag: Tag) -> Result<
     let keep = |d: &&Dyn| !matches!(d.tag, DT_STRTAB | DT_STRSZ | DT_RUNPATH | DT_RPATH);
     let (oe, ne): (Vec<&Dyn>, Vec<&Dyn>) =
         (od.entries.iter().filter(keep).collect(), nd.entries.iter().filter(keep).collect());
-    if oe != ne {
+    if oe.len() != ne.len() {
         return Err(bad("dynamic entries differ".into()));
+    }
+    for (o, n) in oe.iter().zip(&ne) {
+        if o == n {
+            continue;
+        }
+        // A pointer may follow a moved table; what it points to must not change.
+        let same = o.tag == n.tag
+            && POINTER_TAGS.contains(&o.tag)
+            && match (old.vaddr_to_offset(o.val, 1), new.vaddr_to_offset(n.val, 1)) {
+                (Some(a), Some(b)) => {
+                    // Up to 64 bytes, within the section the old pointer is in.
+                    let rest = old
+                        .shdrs
+                        .iter()
+                        .filter(|s| s.sh_type != super::SHT_NOBITS && s.addr <= o.val)
+                        .find(|s| o.val - s.addr < s.size)
+                        .map(|s| s.size - (o.val - s.addr));
+                    match rest {
+                        Some(rest) => {
+                            let len = 64.min(rest).min(new_data.len() as u64 - b);
+                            old.slice(a, len, "pointed-to bytes").ok()
+                                == new.slice(b, len, "pointed-to bytes").ok()
+                        }
+                        None => false,
+                    }
+                }
+                _ => false,
+            };
+        if !same {
+            return Err(bad(format!("dynamic entry {:#x} changed", o.tag)));
+        }
     }
     for d in oe.iter().filter(|d| STRING_TAGS.contains(&d.tag)) {
         if ostr.get(d.val)? != nstr.get(d.val).map_err(|e| bad(e.to_string()))? {
             return Err(bad(format!("string of dynamic tag {:#x} changed", d.tag)));
+        }
+    }
+    // Every other header is an old one, possibly moved with its bytes.
+    for n in new.phdrs.iter().filter(|p| !matches!(p.p_type, PT_LOAD | PT_PHDR | PT_DYNAMIC)) {
+        let found = old.phdrs.iter().any(|o| {
+            (o.p_type, o.flags, o.filesz, o.memsz, o.align)
+                == (n.p_type, n.flags, n.filesz, n.memsz, n.align)
+                && if (o.offset, o.vaddr) == (n.offset, n.vaddr) {
+                    true
+                } else {
+                    matches!(n.p_type, super::PT_NOTE | super::PT_GNU_PROPERTY | PT_INTERP)
+                        && old.slice(o.offset, o.filesz, "note").ok()
+                            == new.slice(n.offset, n.filesz, "note").ok()
+                }
+        });
+        if !found {
+            return Err(bad(format!("program header of type {:#x} changed", n.p_type)));
         }
     }
     let nloads: Vec<&Phdr> = new.loads().collect();
