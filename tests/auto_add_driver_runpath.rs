@@ -658,8 +658,7 @@ fn corrupted_headers_never_panic_and_never_leave_a_half_written_file() {
     let dir = t.path();
     std::fs::write(dir.join("main.c"), MAIN_C).unwrap();
     std::fs::write(dir.join("lib.c"), LIB_C).unwrap();
-    sh(dir, "gcc -o good main.c lib.c -Wl,-rpath,/a:/b");
-    let good = std::fs::read(dir.join("good")).unwrap();
+    sh(dir, "gcc -o good main.c lib.c -Wl,-rpath,/a:/b && gcc -shared -fPIC -o good.so lib.c");
     let cfg = |in_place| Config {
         plan: nix_cuda_hooks::elf::runpath::Options {
             driver_entry: DRIVER.into(),
@@ -682,9 +681,11 @@ fn corrupted_headers_never_panic_and_never_leave_a_half_written_file() {
         seed ^= seed << 17;
         seed
     };
-    let limit = good.len().min(0x4000);
     let (mut patched, mut errors) = (0, 0);
     for i in 0..400 {
+        // Both layouts: an executable (spare header) and a library (grown table).
+        let good = std::fs::read(dir.join(if i % 4 < 2 { "good" } else { "good.so" })).unwrap();
+        let limit = good.len().min(0x4000);
         let mut data = good.clone();
         for _ in 0..(1 + next() % 4) {
             let at = (next() as usize) % limit;
@@ -770,15 +771,39 @@ fn libraries_grow_their_header_table_in_place_and_survive_strip() {
     sh(dir, "strip -o out/lib/libnocet.stripped.so out/lib/libnocet.so 2>strip.err && ! test -s strip.err");
     assert_eq!(sh(dir, "./host out/lib/libnocet.stripped.so"), "hello from lib 42\n");
     assert_eq!(search_path(&dir.join("out/lib/libnocet.stripped.so")).unwrap().1, DRIVER);
+
+    // Executables too: `.interp` and the notes after the table move.
+    for p in ["pie", "nopie-rpath"] {
+        sh(dir, &format!("cp out/bin/{p} out/bin/{p}-grow"));
+        no_spare_header(&dir.join(format!("out/bin/{p}-grow")));
+    }
+    let before = sh(dir, "./out/bin/pie-grow && ./out/bin/nopie-rpath-grow");
+    let r = bin(dir, &["--in-place", "--format", "json", "out/bin"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    for f in v["report"]["files"].as_array().unwrap() {
+        if f["path"].as_str().unwrap().ends_with("-grow") {
+            assert_eq!(f["strategy"], "new-segment-grown-headers", "{f}");
+        }
+    }
+    assert_eq!(before, sh(dir, "./out/bin/pie-grow && ./out/bin/nopie-rpath-grow"));
+    sh(dir, "strip -o out/bin/pie-grow.s out/bin/pie-grow && ./out/bin/pie-grow.s");
 }
 
 /// Clears `e_shoff`, `e_shnum`, `e_shstrndx` of an ELF64 file (as sstrip
 /// does), and turns PT_GNU_PROPERTY into a second PT_NOTE, so that no program
 /// header is spare and no section is known: the table must move.
 fn drop_section_headers(path: &Path) {
+    no_spare_header(path);
     let mut data = std::fs::read(path).unwrap();
     data[40..48].fill(0);
     data[60..64].fill(0);
+    std::fs::write(path, data).unwrap();
+}
+
+/// Turns PT_GNU_PROPERTY into a second PT_NOTE: no program header is spare.
+fn no_spare_header(path: &Path) {
+    let mut data = std::fs::read(path).unwrap();
     let phoff = u64::from_le_bytes(data[32..40].try_into().unwrap()) as usize;
     let phnum = u16::from_le_bytes(data[56..58].try_into().unwrap()) as usize;
     for i in 0..phnum {

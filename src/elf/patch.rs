@@ -280,8 +280,10 @@ pub fn rewrite(
         _ => (0, 0, 0),
     };
     let in_block = |addr: u64| b_len > 0 && addr >= b_addr && addr - b_addr < b_len;
-    let moved_addr = |addr: u64| addr - b_addr + vaddr + block_at;
-    let moved_off = |o: u64| o - b_off + off + block_at;
+    // Wrapping: a corrupt header may put an address and an offset on
+    // different sides of the block; verification rejects what results.
+    let moved_addr = |addr: u64| addr.wrapping_sub(b_addr).wrapping_add(vaddr + block_at);
+    let moved_off = |o: u64| o.wrapping_sub(b_off).wrapping_add(off + block_at);
 
     let new_strtab = vaddr + str_off;
     for d in entries.iter_mut() {
