@@ -7,33 +7,46 @@
 //!    DT_RUNPATH (or back): one tag word in `.dynamic` changes.
 //! 2. **New segment**: a new PT_LOAD (read-write, like patchelf's, because
 //!    glibc may write to `.dynamic`) is appended at the end of the file. It
-//!    holds the program header table (one entry longer), a copy of `.dynstr`
-//!    with the new string at its end, and a new `.dynamic` whose DT_STRTAB /
-//!    DT_STRSZ point to the copy. Every old string offset stays valid because
-//!    the copy starts with the old table. After the segment comes a copy of
-//!    the section header table in which `.dynstr` and `.dynamic` point to the
-//!    new copies, so that readelf, `object` and later tools agree. The ELF
-//!    header is the only old byte range that changes (`e_phoff`, `e_shoff`,
-//!    `e_phnum`): one 64-byte write switches the file from the old layout to
-//!    the new one, which is what makes the in-place mode safe. The old
-//!    program headers, `.dynstr`, `.dynamic` and section headers stay where
-//!    they were, unreferenced.
+//!    holds a copy of `.dynstr` with the new string at its end and a new
+//!    `.dynamic` whose DT_STRTAB / DT_STRSZ point to the copy (every old
+//!    string offset stays valid because the copy starts with the old table).
+//!    After the segment comes a copy of the section header table in which
+//!    `.dynstr` and `.dynamic` point to the new copies, so that readelf,
+//!    `object` and later tools agree. The program header table needs one
+//!    more entry, found in this order:
+//!    - **spare** ([`Strategy::NewSegment`]): a PT_NULL, or a PT_NOTE that
+//!      only repeats PT_GNU_PROPERTY, becomes the new PT_LOAD;
+//!    - **grow** ([`Strategy::NewSegmentGrownHeaders`]): the sections right
+//!      after the table that only headers and `.dynamic` point to (`.interp`,
+//!      notes, hash tables, `.dynsym`, version tables, dynamic relocations)
+//!      are copied as one block into the new segment, their headers and
+//!      dynamic entries follow, and the table grows over their first bytes
+//!      (what patchelf does, limited to one entry);
+//!    - **move** ([`Strategy::NewSegmentMovedHeaders`]): the table moves
+//!      into the new segment (files without section headers, odd layouts).
+//!
+//!    The first two keep the table right after the ELF header, where
+//!    binutils' strip/objcopy and pre-5.18 kernels' `AT_PHDR` expect it. The
+//!    old bytes that change are the ELF header and the program header table
+//!    (plus, when growing, one entry's worth of the moved block), all in the
+//!    first page: one write switches the file from the old layout to the new
+//!    one, which is what makes the in-place mode safe. The old `.dynstr`,
+//!    `.dynamic` and section headers stay where they were, unreferenced.
 //!
 //! Placement of the new segment: its pages start above every existing
 //! segment's memory (so no mapping overlaps an old one) and its file offset
 //! is congruent to its address modulo the largest segment alignment. The new
 //! PT_LOAD is inserted after the last old PT_LOAD, keeping the table sorted by
-//! address (glibc requires it). For executables the address is also chosen
-//! so that `vaddr - offset` equals the first segment's, because kernels
-//! before 5.18 compute `AT_PHDR` as `load address + e_phoff`; the file may
-//! then get a hole (sparse, zeros) as large as `.bss`, up to
-//! [`MAX_EXEC_HOLE`]. Libraries (and executables with a larger `.bss`) get
-//! the smallest offset.
+//! address (glibc requires it). When the table moves into an executable's new
+//! segment, the address is also chosen so that `vaddr - offset` equals the
+//! first segment's, because kernels before 5.18 compute `AT_PHDR` as
+//! `load address + e_phoff`; the file may then get a hole (sparse, zeros) as
+//! large as `.bss`, up to [`MAX_EXEC_HOLE`].
 //!
 //! The file is never built in memory: a [`Rewrite`] is a list of small edits
-//! over the original bytes plus pieces to append, one of which is a range of
-//! the original file (the `.dynstr` copy), so memory stays small whatever the
-//! file size.
+//! over the original bytes plus pieces to append, two of which are ranges of
+//! the original file (the `.dynstr` copy, the moved block), so memory stays
+//! small whatever the file size.
 
 use object::read::elf::{FileHeader, Sym};
 use object::Endianness;
