@@ -11,7 +11,7 @@ BINS := no-broken-symlinks auto-add-driver-runpath
 .PHONY: static demo test tools lint
 static:
 	RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked --target $(HOST)
-	@for b in $(BINS); do file $(STATIC_DIR)/$$b | grep -q 'statically linked' || { echo "$$b is not static"; exit 1; }; done
+	@for b in $(BINS); do file $(STATIC_DIR)/$$b | grep -qE 'statically linked|static-pie linked' || { echo "$$b is not static"; exit 1; }; done
 	@echo "static binaries in $(STATIC_DIR)"
 
 demo: static
