@@ -9,6 +9,10 @@
 //! - [`buildenv`]: what a Nix build tells us: outputs, attributes, `TMPDIR`, `NIX_STORE`.
 //! - [`walk`]: the parallel, deterministic walk of output trees.
 //! - [`symlinks`]: the noBrokenSymlinks decision procedure and its extra findings.
+//! - [`elf`]: a bounds-checked ELF reader, the skip rules, the RUNPATH planner
+//!   and the targeted writer/verifier behind `auto-add-driver-runpath`.
+//! - [`atomic`]: replace a file through a temporary file and a rename.
+//! - [`driver_runpath`]: autoAddDriverRunpath's walk, decisions and report.
 #![deny(missing_docs)]
 
 pub mod atomic;
