@@ -33,6 +33,16 @@ autoAddDriverRunpathFixup() {
     "@autoAddDriverRunpath@" --in-place
 }
 
+# Upstream's hook propagates addDriverRunpath, whose shell function some
+# derivations call by hand on chosen files (`addDriverRunpath $out/bin/x`,
+# optionally `--force-rpath`). Offer the same entry point unless the real one
+# is already defined.
+if ! declare -F addDriverRunpath >/dev/null; then
+    addDriverRunpath() {
+        "@autoAddDriverRunpath@" --in-place "$@"
+    }
+fi
+
 if [[ -z ${dontUseAutoAddDriverRunpath-} && -z ${dontUseAutoAddOpenGLRunpath-} ]]; then
     echo "Using autoAddDriverRunpath"
     postFixupHooks+=(autoAddDriverRunpathFixup)

@@ -476,6 +476,17 @@ runHook postFixup
     assert!(out.status.success(), "{}", text(&out));
     assert!(!String::from_utf8_lossy(&out.stdout).contains("Using autoAddDriverRunpath"));
     assert_eq!(search_path(&dir.join("store/o-out/bin/q")), None);
+
+    // The addDriverRunpath function, called by hand on one file.
+    std::fs::write(
+        dir.join("byhand.sh"),
+        "set -eu\nsource ./hook.sh >/dev/null\naddDriverRunpath --force-rpath store/o-out/bin/q\n",
+    )
+    .unwrap();
+    let out =
+        std::process::Command::new("bash").arg("byhand.sh").current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(search_path(&dir.join("store/o-out/bin/q")), Some(("RPATH".into(), DRIVER.into())));
 }
 
 #[test]
