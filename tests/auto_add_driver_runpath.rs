@@ -842,22 +842,30 @@ fn without_section_headers_the_table_moves_and_programs_still_run() {
         );
         drop_section_headers(&dir.join("out/bin").join(name));
     }
-    let before = sh(dir, "./out/bin/pie-nosht && ./out/bin/nopie-nosht");
-    for mode in [&[][..], &["--in-place"][..]] {
-        let r = bin(dir, &[mode, &["--format", "json", "out/bin"]].concat());
+    // The same programs next to the library in a second folder, for the other mode.
+    sh(dir, "mkdir -p out2/bin && cp out/bin/*-nosht out2/bin/ && cp -a out/lib out2/");
+    for (folder, mode) in [("out", &[][..]), ("out2", &["--in-place"][..])] {
+        let run = format!("./{folder}/bin/pie-nosht && ./{folder}/bin/nopie-nosht");
+        let before = sh(dir, &run);
+        let r = bin(dir, &[mode, &["--format", "json", &format!("{folder}/bin")]].concat());
         assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+        let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+        for f in v["report"]["files"].as_array().unwrap() {
+            if f["path"].as_str().unwrap().ends_with("-nosht") {
+                assert_eq!(f["strategy"], "new-segment-moved-headers", "{f}");
+                assert_eq!(f["in_place"], !mode.is_empty(), "{f}");
+            }
+        }
+        let r = bin(dir, &["--check", &format!("{folder}/bin")]);
+        assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+        for name in ["pie-nosht", "nopie-nosht"] {
+            let file = dir.join(folder).join("bin").join(name);
+            let phdrs = sh(dir, &format!("readelf -lW {}", file.display()));
+            assert!(!phdrs.contains("starting at offset 64"), "{name}: {phdrs}");
+            assert_eq!(search_path(&file).unwrap().1, format!("{DRIVER}:$ORIGIN/../lib"));
+        }
+        assert_eq!(before, sh(dir, &run));
     }
-    let r = bin(dir, &["--format", "json", "--check", "out/bin"]);
-    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
-    for name in ["pie-nosht", "nopie-nosht"] {
-        let phdrs = sh(dir, &format!("readelf -lW out/bin/{name}"));
-        assert!(!phdrs.contains("starting at offset 64"), "{name}: {phdrs}");
-        assert_eq!(
-            search_path(&dir.join("out/bin").join(name)).unwrap().1,
-            format!("{DRIVER}:$ORIGIN/../lib")
-        );
-    }
-    assert_eq!(before, sh(dir, "./out/bin/pie-nosht && ./out/bin/nopie-nosht"));
 }
 
 /// The 715 MiB libcublasLt.so.12 from the PyPI wheel (5,839 cubins, LZ4 and
