@@ -6,12 +6,12 @@
 # build scripts and proc-macros (host artifacts) stay dynamic, as they must.
 HOST := $(shell rustc -vV | sed -n 's/^host: //p')
 STATIC_DIR := target/$(HOST)/release
-BINS := no-broken-symlinks cuda-elf-inspect
+BINS := no-broken-symlinks auto-add-driver-runpath cuda-elf-inspect
 
 .PHONY: static demo test tools lint
 static:
 	RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked --target $(HOST)
-	@for b in $(BINS); do file $(STATIC_DIR)/$$b | grep -Eq 'statically linked|static-pie linked' || { echo "$$b is not static"; exit 1; }; done
+BINS := no-broken-symlinks auto-add-driver-runpath cuda-elf-inspect
 	@echo "static binaries in $(STATIC_DIR)"
 
 demo: static

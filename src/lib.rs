@@ -13,12 +13,19 @@
 //! - [`fatbin`]: the device-code reader and cuobjdump-compatible listing.
 //! - [`hostelf`]: where device code sits in host ELF files, archives, raw fatbins, cubins.
 //! - [`inspect`]: the per-file report of `cuda-elf-inspect` (summary and JSON).
+//! - [`elf`]: a bounds-checked ELF reader, the skip rules, the RUNPATH planner
+//!   and the targeted writer/verifier behind `auto-add-driver-runpath`.
+//! - [`atomic`]: replace a file through a temporary file and a rename.
+//! - [`driver_runpath`]: autoAddDriverRunpath's walk, decisions and report.
 #![deny(missing_docs)]
 
+pub mod atomic;
 pub mod baseline;
 pub mod buildenv;
 pub mod capabilities;
 pub mod cli;
+pub mod driver_runpath;
+pub mod elf;
 pub mod error;
 pub mod fatbin;
 pub mod finding;

@@ -10,6 +10,7 @@
 #   binutils (readelf)          independent ELF reader for RUNPATH checks
 #   jsonschema + SARIF schema   validate our SARIF output against the official 2.1.0 schema
 #                               (the schema ships in Microsoft's @microsoft/jest-sarif npm package)
+#   util-linux (setpriv)        run as an unprivileged user in permission tests
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -24,6 +25,7 @@ command -v unzip >/dev/null || need_apt+=(unzip)
 command -v npm >/dev/null || need_apt+=(npm)
 [ -x /usr/bin/time ] || need_apt+=(time)
 command -v file >/dev/null || need_apt+=(file)
+command -v setpriv >/dev/null || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install.sh: apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

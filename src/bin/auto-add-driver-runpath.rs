@@ -1,0 +1,111 @@
+//! `auto-add-driver-runpath`: a drop-in for Nixpkgs' autoAddDriverRunpath
+//! (autoFixElfFiles + addDriverRunpath), patching RUNPATH in-process.
+//!
+//! Inside a build (called by `hooks/auto-add-driver-runpath.sh` with no
+//! arguments) it patches every output; with paths it patches those.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use nix_cuda_hooks::buildenv::BuildEnv;
+use nix_cuda_hooks::cli::{self, CommonArgs, Format};
+use nix_cuda_hooks::driver_runpath::{self, Config};
+use nix_cuda_hooks::elf::classify::Machine;
+use nix_cuda_hooks::elf::runpath;
+use nix_cuda_hooks::log::Logger;
+
+/// Add the driver library folder to the RUNPATH of every dynamic ELF file
+/// (autoAddDriverRunpath), without patchelf.
+///
+/// Idempotent (a file whose search path already holds the driver entry is
+/// left byte-identical), never writes empty entries, skips static and
+/// static-pie executables, the dynamic loader, objects, cubins, foreign
+/// machines and debug files. Environment: `outputs` and each output's
+/// variable, or structured attributes (`NIX_ATTRS_JSON_FILE`); `NIX_LOG_FD`,
+/// `NIX_DEBUG`.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+struct Args {
+    /// Files or folders to patch instead of the build's outputs.
+    paths: Vec<PathBuf>,
+    /// The driver link folder; its `lib` subfolder is added
+    /// [default: /run/opengl-driver, /run/opengl-driver-32 on i686].
+    #[arg(long, value_name = "DIR")]
+    driver_link: Option<PathBuf>,
+    /// Also replace the first `*-cuda*/lib/stubs` entry by the driver entry and
+    /// drop later ones (removeStubsFromRunpathHook).
+    #[arg(long)]
+    replace_stubs: bool,
+    /// Write DT_RPATH instead of DT_RUNPATH.
+    #[arg(long)]
+    force_rpath: bool,
+    /// Report what would change (exit 1 if anything would), write nothing.
+    #[arg(long)]
+    check: bool,
+    /// An ELF file that cannot be patched safely is a warning, not an error.
+    #[arg(long)]
+    skip_unsupported: bool,
+    /// fsync every rewritten file before it replaces the original.
+    #[arg(long)]
+    fsync: bool,
+    /// Patch writable files in place: append the new data, verify, then
+    /// switch with one write of the ELF header (hard links need no relinking;
+    /// no copy of the file). Files that cannot be opened for writing are
+    /// replaced through a temporary file as usual. Meant for builds.
+    #[arg(long)]
+    in_place: bool,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    cli::run("auto-add-driver-runpath", || run(args))
+}
+
+fn run(args: Args) -> anyhow::Result<u8> {
+    let env = BuildEnv::from_env()?;
+    let fix_log = Logger::from_env("autoFixElfFiles").with_stderr_verbosity(args.common.verbose);
+    let add_log = Logger::from_env("addDriverRunpath").with_stderr_verbosity(args.common.verbose);
+    let mut targets = env.targets(&args.paths)?;
+    if !args.paths.is_empty() {
+        for t in targets.iter_mut() {
+            // A path typed by hand that does not exist is a mistake.
+            std::fs::symlink_metadata(&t.path).with_context(|| format!("{}", t.path.display()))?;
+        }
+    }
+    let link = args.driver_link.unwrap_or_else(|| driver_runpath::default_driver_link().into());
+    let cfg = Config {
+        plan: runpath::Options {
+            driver_entry: driver_runpath::driver_entry(&link),
+            replace_stubs: args.replace_stubs,
+            force_rpath: args.force_rpath,
+        },
+        check: args.check,
+        skip_unsupported: args.skip_unsupported,
+        sync: args.fsync,
+        in_place: args.in_place,
+        machine: Machine::default(),
+    };
+    let text = args.common.format == Format::Text;
+    let mut stdout = std::io::stdout().lock();
+    let report = driver_runpath::run(&targets, &cfg, &fix_log, &add_log, text, &mut stdout)?;
+    drop(stdout);
+    let status = report.status(&cfg);
+    if !text {
+        cli::print_json(&serde_json::json!({ "report": report, "status": status }))?;
+    }
+    Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Args::command().debug_assert();
+    }
+}

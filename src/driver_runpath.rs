@@ -1,0 +1,583 @@
+//! autoAddDriverRunpath (= autoFixElfFiles + addDriverRunpath) as a library:
+//! walk the outputs, decide per file, patch in-process, report.
+//!
+//! Walk: every output, regular files only (a symlink's target is reached as
+//! a regular file elsewhere or not at all, as upstream), no executable-bit
+//! filter, each inode once: hard links are grouped by `(dev, ino)`, the first
+//! name (sorted) is patched and every other name is switched to the new file
+//! atomically ([`crate::atomic`]).
+//!
+//! Files are processed in parallel; log lines are written afterwards in path
+//! order so that a build log is the same from run to run.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::atomic::Replacement;
+use crate::buildenv::Output;
+use crate::elf::classify::{self, Machine, Skip};
+use crate::elf::patch::{self, Piece, Strategy};
+use crate::elf::runpath::{self, Plan, Tag};
+use crate::elf::{Elf, ElfError, MAGIC};
+use crate::error::PathError;
+use crate::log::{Level, Logger, Msg};
+use crate::walk;
+
+/// What the run should do.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Planner options (driver entry, stubs, force-rpath).
+    pub plan: runpath::Options,
+    /// Report only, write nothing.
+    pub check: bool,
+    /// ELF files we cannot patch safely are warnings, not errors.
+    pub skip_unsupported: bool,
+    /// `fsync` each new file before the rename (in place: before and after
+    /// the header switch).
+    pub sync: bool,
+    /// Patch writable files in place (append, verify, then one header
+    /// write) instead of writing a temporary copy and renaming it.
+    pub in_place: bool,
+    /// Which machine counts as the host's.
+    pub machine: Machine,
+}
+
+/// The driver entry for a driver link folder: `<link>/lib`.
+pub fn driver_entry(link: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut v = link.as_os_str().as_bytes().to_vec();
+    while v.len() > 1 && v.last() == Some(&b'/') {
+        v.pop();
+    }
+    v.extend_from_slice(b"/lib");
+    v
+}
+
+/// The default driver link: `/run/opengl-driver`, `-32` on i686 hosts.
+pub fn default_driver_link() -> &'static str {
+    if cfg!(target_arch = "x86") {
+        "/run/opengl-driver-32"
+    } else {
+        "/run/opengl-driver"
+    }
+}
+
+/// What happened to one file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// The RUNPATH was rewritten.
+    Patched,
+    /// `--check`: it would be rewritten.
+    WouldPatch,
+    /// Already has the driver entry: untouched.
+    Unchanged,
+    /// Not a file we patch: untouched.
+    Skipped,
+    /// Could not be patched: untouched, reported.
+    Error,
+}
+
+/// Whether an error is about the file's content or about I/O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// A malformed or unsupported ELF file (exit 1; a warning with `--skip-unsupported`).
+    Elf,
+    /// The file could not be read or written (exit 2).
+    Io,
+}
+
+/// The report for one inode.
+#[derive(Clone, Debug, Serialize)]
+pub struct FileReport {
+    /// The name that was processed.
+    #[serde(serialize_with = "ser_path")]
+    pub path: PathBuf,
+    /// Other hard links to the same file.
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_paths")]
+    pub links: Vec<PathBuf>,
+    /// What happened.
+    pub action: Action,
+    /// Why it was skipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skip: Option<Skip>,
+    /// The search path before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old: Option<String>,
+    /// Its tag before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_tag: Option<Tag>,
+    /// The search path written (or to be written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new: Option<String>,
+    /// Its tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<Tag>,
+    /// How the file was rewritten.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<Strategy>,
+    /// Whether it was patched in place (else replaced through a rename).
+    pub in_place: bool,
+    /// Error class.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<ErrorKind>,
+    /// Error text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn ser_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&p.to_string_lossy())
+}
+
+fn ser_paths<S: serde::Serializer>(p: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(p.iter().map(|p| p.to_string_lossy()))
+}
+
+impl FileReport {
+    fn new(path: &Path, links: &[PathBuf], action: Action) -> FileReport {
+        FileReport {
+            path: path.to_path_buf(),
+            links: links.to_vec(),
+            action,
+            skip: None,
+            old: None,
+            old_tag: None,
+            new: None,
+            tag: None,
+            strategy: None,
+            in_place: false,
+            error_kind: None,
+            error: None,
+        }
+    }
+
+    fn failed(mut self, kind: ErrorKind, message: String) -> FileReport {
+        self.action = Action::Error;
+        self.error_kind = Some(kind);
+        self.error = Some(message);
+        self
+    }
+}
+
+/// Why processing one file failed.
+#[derive(Debug, thiserror::Error)]
+enum FileError {
+    #[error("{0}")]
+    Elf(#[from] ElfError),
+    #[error("{}", crate::error::describe_io(.0))]
+    Io(#[from] io::Error),
+    #[error("{}", crate::error::describe_io(&.0.source))]
+    Path(#[from] PathError),
+}
+
+/// Processes one inode: classify, plan, patch (unless checking), verify.
+pub fn process_file(path: &Path, links: &[PathBuf], cfg: &Config) -> FileReport {
+    let mut report = FileReport::new(path, links, Action::Skipped);
+    match process_inner(path, links, cfg, &mut report) {
+        Ok(()) => report,
+        Err(FileError::Elf(e)) => report.failed(ErrorKind::Elf, e.to_string()),
+        Err(e) => report.failed(ErrorKind::Io, e.to_string()),
+    }
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn process_inner(
+    path: &Path,
+    links: &[PathBuf],
+    cfg: &Config,
+    report: &mut FileReport,
+) -> Result<(), FileError> {
+    let file = File::open(path)?;
+    let meta = file.metadata()?;
+    let mut magic = [0u8; 4];
+    let n = read_full_at(&file, &mut magic, 0)?;
+    if n < 4 || &magic != MAGIC {
+        report.skip = Some(Skip::NotElf);
+        return Ok(());
+    }
+    if classify::is_debug_path(path) {
+        report.skip = Some(Skip::DebugInfo);
+        return Ok(());
+    }
+    // SAFETY: the map is read-only and private to this function. Another
+    // process truncating the file meanwhile could fault (SIGBUS); a build's
+    // outputs are owned by the build, and every hook — upstream's patchelf
+    // included — assumes nothing else rewrites them concurrently.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    let plan;
+    let mut replacement = None;
+    let mut in_place = None;
+    {
+        let elf = Elf::parse(&map)?;
+        if let Some(skip) = classify::classify(&elf, cfg.machine)? {
+            report.skip = Some(skip);
+            return Ok(());
+        }
+        let Some(dynamic) = elf.dynamic()? else {
+            report.skip = Some(Skip::Static);
+            return Ok(());
+        };
+        let current = patch::current_path(&elf, &dynamic)?;
+        report.old = current.map(|(v, _)| lossy(v));
+        report.old_tag = current.map(|(_, t)| t);
+        plan = runpath::plan(current, &cfg.plan);
+        let (value, tag) = match &plan {
+            Plan::Unchanged => {
+                report.action = Action::Unchanged;
+                return Ok(());
+            }
+            Plan::TooLong(n) => {
+                return Err(ElfError::Unsupported(format!(
+                    "the new RUNPATH would be {n} bytes, over the limit of {} bytes",
+                    runpath::MAX_RUNPATH
+                ))
+                .into())
+            }
+            Plan::Set { value, tag } => (value.as_slice(), *tag),
+        };
+        report.new = Some(lossy(value));
+        report.tag = Some(tag);
+        let rw = patch::rewrite(&elf, &dynamic, value, tag)?;
+        report.strategy = Some(rw.strategy);
+        if cfg.check {
+            report.action = Action::WouldPatch;
+            return Ok(());
+        }
+        for (offset, len) in patch::device_code_ranges(&elf) {
+            let end = offset.saturating_add(len);
+            if rw.edits.iter().any(|e| e.offset < end && offset < e.offset + e.bytes.len() as u64) {
+                return Err(ElfError::Verify(format!(
+                    "an edit would touch device code at {offset:#x}"
+                ))
+                .into());
+            }
+        }
+        if cfg.in_place {
+            match OpenOptions::new().read(true).write(true).open(path) {
+                Ok(rwfile) => {
+                    append_and_verify(&rwfile, &elf, &rw, value, tag, map.len() as u64, cfg.sync)?;
+                    in_place = Some((rwfile, rw.edits.clone()));
+                }
+                // Not writable (a read-only file, a running program): the
+                // replacement below needs only the folder to be writable.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::ETXTBSY)
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if in_place.is_none() {
+            replacement = Some(write_replacement(path, &file, &elf, &rw, value, tag)?);
+        }
+    }
+    // The input map and descriptor are dropped before the original is touched.
+    drop(map);
+    drop(file);
+    if let Some((rwfile, edits)) = in_place {
+        // The switch: one write of the ELF header (or of one dynamic tag).
+        for e in &edits {
+            rwfile.write_all_at(&e.bytes, e.offset)?;
+        }
+        if cfg.sync {
+            rwfile.sync_data()?;
+        }
+        report.in_place = true;
+    } else if let Some(replacement) = replacement {
+        replacement.commit(&meta, links, cfg.sync)?;
+    }
+    report.action = Action::Patched;
+    Ok(())
+}
+
+/// In-place mode, first half: appends the new pieces after the end of the
+/// file (no old byte changes, so the file is still the old one to every
+/// reader), then verifies a private copy-on-write view with the header edits
+/// applied. On any failure the file is truncated back to its old length.
+fn append_and_verify(
+    f: &File,
+    elf: &Elf<'_>,
+    rw: &patch::Rewrite,
+    value: &[u8],
+    tag: Tag,
+    old_len: u64,
+    sync: bool,
+) -> Result<(), FileError> {
+    let result = (|| -> Result<(), FileError> {
+        write_pieces(f, elf, rw)?;
+        if f.metadata()?.len() != rw.new_len(old_len) {
+            return Err(ElfError::Verify("the file has an unexpected length".into()).into());
+        }
+        if sync {
+            f.sync_data()?;
+        }
+        // SAFETY: a private (copy-on-write) map: our writes to it never reach
+        // the file; the same caveat as the input map applies to others.
+        let mut view = unsafe { memmap2::MmapOptions::new().map_copy(f)? };
+        for e in &rw.edits {
+            let at = e.offset as usize;
+            view.get_mut(at..at + e.bytes.len())
+                .ok_or_else(|| ElfError::Verify("edit outside the file".into()))?
+                .copy_from_slice(&e.bytes);
+        }
+        patch::verify(elf, &view, value, tag)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = f.set_len(old_len);
+    }
+    result
+}
+
+/// Writes the appended pieces of a rewrite.
+fn write_pieces(out: &File, elf: &Elf<'_>, rw: &patch::Rewrite) -> Result<(), FileError> {
+    let mut at = rw.append_at;
+    for piece in &rw.append {
+        let bytes: &[u8] = match piece {
+            Piece::Bytes(b) => b,
+            Piece::Input { offset, len } => elf.slice(*offset, *len, "appended range")?,
+        };
+        out.write_all_at(bytes, at)?;
+        at += bytes.len() as u64;
+    }
+    Ok(())
+}
+
+/// Replacement mode: the whole new file in a temporary file next to the
+/// original, verified, ready to be renamed over it.
+fn write_replacement(
+    path: &Path,
+    file: &File,
+    elf: &Elf<'_>,
+    rw: &patch::Rewrite,
+    value: &[u8],
+    tag: Tag,
+) -> Result<Replacement, FileError> {
+    let repl = Replacement::create(path)?;
+    let out = repl.file();
+    io::copy(&mut &*file, &mut &*out)?;
+    for e in &rw.edits {
+        out.write_all_at(&e.bytes, e.offset)?;
+    }
+    write_pieces(out, elf, rw)?;
+    if out.metadata()?.len() != rw.new_len(elf.data.len() as u64) {
+        return Err(ElfError::Verify("the written file has an unexpected length".into()).into());
+    }
+    // SAFETY: the temporary file is ours alone (created O_EXCL, mode 0600).
+    let new_map = unsafe { memmap2::Mmap::map(out)? };
+    patch::verify(elf, &new_map, value, tag)?;
+    drop(new_map);
+    for (offset, len) in patch::device_code_ranges(elf) {
+        if !same_bytes(file, out, offset, len)? {
+            return Err(ElfError::Verify(format!(
+                "device code at {offset:#x} differs after the copy"
+            ))
+            .into());
+        }
+    }
+    Ok(repl)
+}
+
+/// Whether two files hold the same bytes in `[offset, offset+len)`, read in
+/// bounded chunks (memory stays at 2 MiB whatever the length).
+fn same_bytes(a: &File, b: &File, offset: u64, len: u64) -> io::Result<bool> {
+    const CHUNK: usize = 1 << 20;
+    let (mut x, mut y) = (vec![0u8; CHUNK], vec![0u8; CHUNK]);
+    let mut done = 0u64;
+    while done < len {
+        let n = CHUNK.min((len - done) as usize);
+        let (p, q) = (
+            read_full_at(a, &mut x[..n], offset + done)?,
+            read_full_at(b, &mut y[..n], offset + done)?,
+        );
+        if p != n || q != n || x[..n] != y[..n] {
+            return Ok(false);
+        }
+        done += n as u64;
+    }
+    Ok(true)
+}
+
+fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// The result of a whole run.
+#[derive(Debug, Default, Serialize)]
+pub struct RunReport {
+    /// Every ELF file (and every file that failed), sorted by path.
+    pub files: Vec<FileReport>,
+    /// Outputs that do not exist.
+    #[serde(serialize_with = "ser_paths")]
+    pub missing_outputs: Vec<PathBuf>,
+    /// Folders or entries that could not be read.
+    pub walk_errors: Vec<String>,
+    /// Counts.
+    pub summary: Summary,
+}
+
+/// Counts of a run.
+#[derive(Debug, Default, Serialize)]
+pub struct Summary {
+    /// Files rewritten.
+    pub patched: usize,
+    /// Files `--check` would rewrite.
+    pub would_patch: usize,
+    /// ELF files that already had the driver entry.
+    pub unchanged: usize,
+    /// ELF files skipped on purpose.
+    pub skipped: usize,
+    /// Files that failed.
+    pub errors: usize,
+}
+
+impl RunReport {
+    /// The exit status: 2 when an I/O error happened, 1 when an ELF file could
+    /// not be patched, an output is missing, or `--check` found work; else 0.
+    pub fn status(&self, cfg: &Config) -> u8 {
+        let mut status = crate::cli::EXIT_OK;
+        for f in &self.files {
+            match (f.action, f.error_kind) {
+                (Action::Error, Some(ErrorKind::Io)) => return crate::cli::EXIT_FAILURE,
+                (Action::Error, _) if !cfg.skip_unsupported => status = crate::cli::EXIT_FINDINGS,
+                (Action::WouldPatch, _) => status = crate::cli::EXIT_FINDINGS,
+                _ => {}
+            }
+        }
+        if !self.walk_errors.is_empty() {
+            return crate::cli::EXIT_FAILURE;
+        }
+        if !self.missing_outputs.is_empty() {
+            status = crate::cli::EXIT_FINDINGS;
+        }
+        status
+    }
+}
+
+/// Runs over `outputs`: walks, processes every inode once, logs as upstream.
+/// `stdout` receives upstream's plain skip lines (and, with `--check`, one
+/// line per file that would change) when `text` is set.
+pub fn run(
+    outputs: &[Output],
+    cfg: &Config,
+    fix_log: &Logger,
+    add_log: &Logger,
+    text: bool,
+    stdout: &mut dyn Write,
+) -> io::Result<RunReport> {
+    let mut report = RunReport::default();
+    let mut groups: HashMap<(u64, u64), Vec<PathBuf>> = HashMap::new();
+    for output in outputs {
+        if std::fs::metadata(&output.path).is_err() {
+            fix_log.error(&Msg::new("output ").p(&output.path).s(" does not exist"));
+            report.missing_outputs.push(output.path.clone());
+            continue;
+        }
+        let walked = walk::walk(&output.path, &walk::Options::default(), |path, kind| {
+            if !kind.file_type.is_file() {
+                return None;
+            }
+            Some(std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino())))
+        });
+        for e in walked.errors {
+            add_log.error(&Msg::new("").s(&e.to_string()));
+            report.walk_errors.push(e.to_string());
+        }
+        for (path, key) in walked.items {
+            match key {
+                Ok(key) => groups.entry(key).or_default().push(path),
+                // Vanished after the walk saw it: processing reports it.
+                Err(_) => groups.entry((u64::MAX, groups.len() as u64)).or_default().push(path),
+            }
+        }
+    }
+    let mut inodes: Vec<Vec<PathBuf>> = groups.into_values().collect();
+    for names in inodes.iter_mut() {
+        names.sort();
+    }
+    inodes.sort();
+    let mut files: Vec<FileReport> =
+        inodes.par_iter().map(|names| process_file(&names[0], &names[1..], cfg)).collect();
+    files.retain(|f| f.skip != Some(Skip::NotElf));
+
+    let mut stderr = io::stderr().lock();
+    for f in &files {
+        match f.action {
+            Action::Patched => {
+                // Upstream's unconditional line, on stderr.
+                let mut line = b"autoFixElfFiles: using addDriverRunpath to fix ".to_vec();
+                line.extend_from_slice(Msg::new("").p(&f.path).0.as_slice());
+                line.push(b'\n');
+                let _ = stderr.write_all(&line);
+                report.summary.patched += 1;
+            }
+            Action::WouldPatch => {
+                if text {
+                    let mut line = Msg::new("would patch ").p(&f.path).s(": ");
+                    line = line
+                        .s(f.old.as_deref().unwrap_or("(none)"))
+                        .s(" -> ")
+                        .s(f.new.as_deref().unwrap_or(""));
+                    line.0.push(b'\n');
+                    stdout.write_all(&line.0)?;
+                }
+                report.summary.would_patch += 1;
+            }
+            Action::Unchanged => {
+                add_log.info(
+                    &Msg::new("")
+                        .p(&f.path)
+                        .s(" already has ")
+                        .b(&cfg.plan.driver_entry)
+                        .s(" in its search path; left untouched"),
+                );
+                report.summary.unchanged += 1;
+            }
+            Action::Skipped => {
+                let skip = f.skip.unwrap_or(Skip::Static);
+                if skip.upstream_skips() && text && fix_log.enabled(Level::Warn) {
+                    let mut line =
+                        Msg::new("autoFixElfFiles: skipping a statically-linked ELF file ")
+                            .p(&f.path)
+                            .0;
+                    line.push(b'\n');
+                    stdout.write_all(&line)?;
+                }
+                fix_log.info(&Msg::new("skipping ").p(&f.path).s(": ").s(skip.describe()));
+                report.summary.skipped += 1;
+            }
+            Action::Error => {
+                let msg = Msg::new("").p(&f.path).s(": ").s(f.error.as_deref().unwrap_or("error"));
+                if cfg.skip_unsupported && f.error_kind == Some(ErrorKind::Elf) {
+                    add_log.warn(&msg.s(" (skipped: --skip-unsupported)"));
+                } else {
+                    add_log.error(&msg);
+                }
+                report.summary.errors += 1;
+            }
+        }
+    }
+    report.files = files;
+    Ok(report)
+}

@@ -1,0 +1,913 @@
+//! End-to-end tests of `auto-add-driver-runpath` on programs built here by
+//! gcc (and nvcc), checked by running them, by readelf, by a dlopen host,
+//! and against patchelf 0.19 (the upstream method).
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use common::*;
+
+const DRIVER: &str = "/run/opengl-driver/lib";
+
+const LIB_C: &str = r#"
+#include <stdio.h>
+int answer(void) { return 42; }
+const char *greeting(void) { return "hello from lib"; }
+"#;
+
+const MAIN_C: &str = r#"
+#include <stdio.h>
+int answer(void);
+const char *greeting(void);
+int main(void) { printf("%s %d\n", greeting(), answer()); return 0; }
+"#;
+
+const PLAIN_C: &str = r#"
+#include <stdio.h>
+int main(void) { puts("plain program"); return 0; }
+"#;
+
+const HOST_C: &str = r#"
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  void *h = dlopen(argv[1], RTLD_NOW);
+  if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+  int (*answer)(void) = (int (*)(void))dlsym(h, "answer");
+  const char *(*greeting)(void) = (const char *(*)(void))dlsym(h, "greeting");
+  if (!answer || !greeting) { fprintf(stderr, "dlsym: %s\n", dlerror()); return 1; }
+  printf("%s %d\n", greeting(), answer());
+  return 0;
+}
+"#;
+
+/// Builds the C fixture tree in `dir/out` and the dlopen host in `dir`.
+fn build_fixtures(dir: &Path) {
+    tool("gcc");
+    std::fs::write(dir.join("lib.c"), LIB_C).unwrap();
+    std::fs::write(dir.join("main.c"), MAIN_C).unwrap();
+    std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
+    std::fs::write(dir.join("host.c"), HOST_C).unwrap();
+    sh(
+        dir,
+        "set -e; mkdir -p out/lib out/bin
+         gcc -O1 -o host host.c -ldl
+         gcc -shared -fPIC -o out/lib/libans.so lib.c
+         chmod 0644 out/lib/libans.so
+         gcc -fPIE -pie -o out/bin/pie main.c -Lout/lib -lans -Wl,-rpath,'$ORIGIN/../lib'
+         gcc -no-pie -o out/bin/nopie-rpath main.c -Lout/lib -lans \
+             -Wl,--disable-new-dtags,-rpath,'$ORIGIN/../lib'
+         gcc -o out/bin/plain plain.c
+         gcc -static -o out/bin/static plain.c
+         gcc -static-pie -o out/bin/static-pie plain.c
+         gcc -c -o out/lib/obj.o lib.c
+         ln -s libans.so out/lib/libans.so.1
+         ln out/bin/pie out/bin/pie-hardlink
+         cp out/bin/plain out/bin/setuid && chmod 4755 out/bin/setuid
+         echo 'not an ELF' > out/bin/script.sh",
+    );
+}
+
+fn run_prog(dir: &Path, prog: &str) -> String {
+    sh(dir, prog)
+}
+
+#[test]
+fn c_programs_are_patched_still_run_and_a_second_run_changes_nothing() {
+    patch_c_programs(false);
+}
+
+#[test]
+fn c_programs_patched_in_place_too() {
+    patch_c_programs(true);
+}
+
+fn patch_c_programs(in_place: bool) {
+    let mode: &[&str] = if in_place { &["--in-place"] } else { &[] };
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    build_fixtures(dir);
+    let out = dir.join("out");
+    let progs = [
+        "out/bin/pie",
+        "out/bin/nopie-rpath",
+        "out/bin/plain",
+        "out/bin/static",
+        "out/bin/static-pie",
+    ];
+    let before: Vec<String> = progs.iter().map(|p| run_prog(dir, p)).collect();
+    let dl_before = sh(dir, "./host out/lib/libans.so");
+    let snap = snapshot(&out);
+    let lib_syms = sh(dir, "readelf -W --dyn-syms out/lib/libans.so");
+    let pie_ino = std::fs::metadata(out.join("bin/pie")).unwrap().ino();
+
+    let r = bin(dir, &[mode, &["out"]].concat());
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    for f in [
+        "out/bin/pie",
+        "out/bin/nopie-rpath",
+        "out/bin/plain",
+        "out/lib/libans.so",
+        "out/bin/setuid",
+    ] {
+        assert!(
+            stderr.contains(&format!("autoFixElfFiles: using addDriverRunpath to fix {f}\n")),
+            "{f}: {}",
+            text(&r)
+        );
+    }
+    // Hard links are processed once.
+    assert_eq!(stderr.matches("fix out/bin/pie").count(), 1, "{}", text(&r));
+
+    let after: Vec<String> = progs.iter().map(|p| run_prog(dir, p)).collect();
+    assert_eq!(before, after);
+    assert_eq!(dl_before, sh(dir, "./host out/lib/libans.so"));
+    assert_eq!(lib_syms, sh(dir, "readelf -W --dyn-syms out/lib/libans.so"));
+
+    let rp = |f: &str| search_path(&out.join(f));
+    let d = DRIVER;
+    assert_eq!(rp("bin/pie"), Some(("RUNPATH".into(), format!("{d}:$ORIGIN/../lib"))));
+    assert_eq!(rp("bin/nopie-rpath"), Some(("RUNPATH".into(), format!("{d}:$ORIGIN/../lib"))));
+    assert_eq!(rp("bin/plain"), Some(("RUNPATH".into(), d.into())));
+    assert_eq!(rp("lib/libans.so"), Some(("RUNPATH".into(), d.into())));
+    // Both names of the hard link see the result, still one inode.
+    let (a, b) = (out.join("bin/pie"), out.join("bin/pie-hardlink"));
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    assert_eq!(std::fs::metadata(&a).unwrap().ino(), std::fs::metadata(&b).unwrap().ino());
+    let same_inode = std::fs::metadata(&a).unwrap().ino() == pie_ino;
+    assert_eq!(same_inode, in_place, "in place keeps the inode, replacement does not");
+    // Modes kept: no exec bit on the library, setuid on the program.
+    assert_eq!(std::fs::metadata(out.join("lib/libans.so")).unwrap().mode() & 0o7777, 0o644);
+    assert_eq!(std::fs::metadata(out.join("bin/setuid")).unwrap().mode() & 0o7777, 0o4755);
+    // Skipped files are byte-identical; the symlink is still a symlink.
+    let now = snapshot(&out);
+    for name in ["bin/static", "bin/static-pie", "lib/obj.o", "lib/libans.so.1", "bin/script.sh"] {
+        let p = out.join(name);
+        let old = snap.iter().find(|(q, _)| *q == p).unwrap();
+        let new = now.iter().find(|(q, _)| *q == p).unwrap();
+        assert!(old == new, "{name} changed");
+    }
+    assert!(std::fs::symlink_metadata(out.join("lib/libans.so.1"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // No temporary files left.
+    assert_eq!(snap.len(), now.len());
+
+    // Second run: nothing changes, byte for byte.
+    let r2 = bin(dir, &[mode, &["out"]].concat());
+    assert_eq!(r2.status.code(), Some(0), "{}", text(&r2));
+    assert!(
+        !String::from_utf8_lossy(&r2.stderr).contains("using addDriverRunpath"),
+        "{}",
+        text(&r2)
+    );
+    assert!(now == snapshot(&out), "second run changed files");
+}
+
+#[test]
+fn same_runpath_as_patchelf_the_upstream_method() {
+    let patchelf = tool("patchelf");
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    build_fixtures(dir);
+    sh(dir, "cp -a out ref");
+    let r = bin(dir, &["out"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    for f in ["bin/pie", "bin/nopie-rpath", "bin/plain", "lib/libans.so"] {
+        let p = dir.join("ref").join(f);
+        // What addDriverRunpath does: print, then set "<driver>:<old>".
+        let old = sh(dir, &format!("'{}' --print-rpath '{}'", patchelf.display(), p.display()));
+        let new = format!("{DRIVER}:{}", old.trim_end_matches('\n'));
+        sh(dir, &format!("'{}' --set-rpath '{new}' '{}'", patchelf.display(), p.display()));
+        let theirs = sh(dir, &format!("'{}' --print-rpath '{}'", patchelf.display(), p.display()));
+        let ours = sh(
+            dir,
+            &format!(
+                "'{}' --print-rpath '{}'",
+                patchelf.display(),
+                dir.join("out").join(f).display()
+            ),
+        );
+        // Our deliberate deviation: no trailing empty entry (= current directory).
+        assert_eq!(ours.trim_end(), theirs.trim_end().trim_end_matches(':'), "{f}");
+        assert_eq!(
+            search_path(&dir.join("ref").join(f)).unwrap().0,
+            search_path(&dir.join("out").join(f)).unwrap().0
+        );
+    }
+}
+
+#[test]
+fn options_replace_stubs_force_rpath_driver_link() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
+    sh(
+        dir,
+        "set -e; mkdir a b c
+         gcc -o a/p plain.c -Wl,-rpath,/x/lib:/nix/store/h-cuda_cudart-12/lib/stubs:/y:/nix/store/h-cuda_cudart-12.8/lib/stubs
+         cp a/p b/p; cp a/p c/p",
+    );
+    let r = bin(dir, &["--replace-stubs", "a"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert_eq!(search_path(&dir.join("a/p")).unwrap().1, format!("/x/lib:{DRIVER}:/y"));
+    let r = bin(dir, &["--force-rpath", "--driver-link", "/opt/drv/", "b"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let (tag, value) = search_path(&dir.join("b/p")).unwrap();
+    assert_eq!(tag, "RPATH");
+    assert!(value.starts_with("/opt/drv/lib:/x/lib:"), "{value}");
+    sh(dir, "./a/p && ./b/p");
+
+    // --check writes nothing and exits 1; JSON says what would happen.
+    let before = snapshot(&dir.join("c"));
+    let r = bin(dir, &["--check", "--format", "json", "c"]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(before == snapshot(&dir.join("c")));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["status"], 1);
+    assert_eq!(v["report"]["files"][0]["action"], "would-patch");
+    assert_eq!(v["report"]["files"][0]["old_tag"], "RUNPATH");
+    assert_eq!(v["report"]["summary"]["would_patch"], 1);
+    let r = bin(dir, &["--format", "json", "c"]);
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["report"]["files"][0]["action"], "patched", "{}", text(&r));
+    let r = bin(dir, &["--check", "c"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+}
+
+#[test]
+fn bad_input_is_an_error_naming_the_file_and_nothing_is_half_written() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
+    let patchelf = tool("patchelf");
+    let long = "/l".repeat(40_000);
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir bad long
+             gcc -o good plain.c
+             head -c 200 good > bad/truncated
+             cp good bad/corrupt-dynamic
+             cp good long/p && '{}' --set-rpath '{long}' long/p",
+            patchelf.display()
+        ),
+    );
+    // Point PT_DYNAMIC's file offset far outside the file.
+    let mut data = std::fs::read(dir.join("bad/corrupt-dynamic")).unwrap();
+    let phoff = u64::from_le_bytes(data[32..40].try_into().unwrap()) as usize;
+    let phnum = u16::from_le_bytes(data[56..58].try_into().unwrap()) as usize;
+    for i in 0..phnum {
+        let at = phoff + i * 56;
+        if u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) == 2 {
+            data[at + 8..at + 16].copy_from_slice(&0x7fff_ffffu64.to_le_bytes());
+        }
+    }
+    std::fs::write(dir.join("bad/corrupt-dynamic"), &data).unwrap();
+
+    let snap = snapshot(&dir.join("bad"));
+    let r = bin(dir, &["bad"]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(stderr.contains("ERROR: addDriverRunpath: bad/truncated: truncated"), "{}", text(&r));
+    assert!(stderr.contains("ERROR: addDriverRunpath: bad/corrupt-dynamic: "), "{}", text(&r));
+    assert!(snap == snapshot(&dir.join("bad")), "bad input was modified");
+    let r = bin(dir, &["--skip-unsupported", "-v", "bad"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("WARN: addDriverRunpath: bad/truncated"),
+        "{}",
+        text(&r)
+    );
+
+    let snap = snapshot(&dir.join("long"));
+    let r = bin(dir, &["long"]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(
+        String::from_utf8_lossy(&r.stderr)
+            .contains("long/p: unsupported: the new RUNPATH would be"),
+        "{}",
+        text(&r)
+    );
+    assert!(snap == snapshot(&dir.join("long")));
+}
+
+#[test]
+fn read_only_folder_is_an_error_and_read_only_file_is_patched() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
+    sh(dir, "set -e; mkdir -p ro rw; gcc -o ro/p plain.c; gcc -o rw/p plain.c; chmod 0555 rw/p; chmod 0555 ro; chmod 0777 rw; chmod 0755 .");
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Root ignores permissions: run as nobody then (setpriv from util-linux).
+    let as_user = |args: &str| {
+        let exe = env!("CARGO_BIN_EXE_auto-add-driver-runpath");
+        let cmd = if unsafe { libc::geteuid() } == 0 {
+            format!(
+                "{} --reuid=65534 --regid=65534 --clear-groups {exe} {args}",
+                tool("setpriv").display()
+            )
+        } else {
+            format!("{exe} {args}")
+        };
+        std::process::Command::new("bash")
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(dir)
+            .env_remove("NIX_LOG_FD")
+            .output()
+            .unwrap()
+    };
+    if unsafe { libc::geteuid() } == 0 {
+        sh(dir, "chown 65534:65534 rw/p rw");
+    }
+    let snap = snapshot(&dir.join("ro"));
+    let r = as_user("ro");
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(
+        String::from_utf8_lossy(&r.stderr)
+            .contains("ERROR: addDriverRunpath: ro/p: permission denied"),
+        "{}",
+        text(&r)
+    );
+    assert!(snap == snapshot(&dir.join("ro")));
+    // In place falls back to a replacement for a file it cannot open for writing.
+    let r = as_user("--in-place rw");
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert_eq!(search_path(&dir.join("rw/p")).unwrap().1, DRIVER);
+    assert_eq!(std::fs::metadata(dir.join("rw/p")).unwrap().mode() & 0o7777, 0o555);
+    sh(dir, "./rw/p");
+}
+
+#[test]
+fn a_vanished_file_is_an_io_error_naming_it() {
+    use nix_cuda_hooks::driver_runpath::{process_file, Action, Config, ErrorKind};
+    let cfg = Config {
+        plan: nix_cuda_hooks::elf::runpath::Options {
+            driver_entry: DRIVER.into(),
+            replace_stubs: false,
+            force_rpath: false,
+        },
+        check: false,
+        skip_unsupported: false,
+        sync: false,
+        in_place: false,
+        machine: Default::default(),
+    };
+    let r = process_file(Path::new("/nonexistent/libgone.so"), &[], &cfg);
+    assert_eq!(r.action, Action::Error);
+    assert_eq!(r.error_kind, Some(ErrorKind::Io));
+    assert_eq!(r.error.as_deref(), Some("no such file or directory"));
+}
+
+#[test]
+fn cuda_library_and_program_keep_their_device_code() {
+    let nvcc = tool("nvcc");
+    let cuobjdump = tool("cuobjdump");
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(
+        dir.join("k.cu"),
+        "#include <cstdio>\n__global__ void k(int *x) { x[threadIdx.x] += 1; }\n\
+         extern \"C\" int launch(void) { int *d; if (cudaMalloc(&d, 64) != cudaSuccess) return 1; k<<<1, 16>>>(d); return cudaDeviceSynchronize(); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("m.cu"),
+        "#include <cstdio>\n__global__ void m(float *x) { x[threadIdx.x] *= 2; }\n\
+         int main() { puts(\"cuda program\"); float *d; if (cudaMalloc(&d, 64) != cudaSuccess) return 3; m<<<1, 16>>>(d); return 0; }\n",
+    )
+    .unwrap();
+    let cuda = root().join(".tools/cuda");
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p out/lib out/bin
+             '{nvcc}' -shared -Xcompiler -fPIC -cudart shared -L'{cuda}/lib' -gencode arch=compute_90,code=sm_90 \
+                 -gencode arch=compute_120,code=compute_120 -o out/lib/libk.so k.cu
+             '{nvcc}' -cudart shared -L'{cuda}/lib' -Xlinker -rpath -Xlinker '{cuda}/lib' -o out/bin/m m.cu",
+            nvcc = nvcc.display(),
+            cuda = cuda.display()
+        ),
+    );
+    let files = ["out/lib/libk.so", "out/bin/m"];
+    let fat: Vec<Vec<u8>> =
+        files.iter().map(|f| section_bytes(&dir.join(f), ".nv_fatbin")).collect();
+    assert!(fat.iter().all(|f| !f.is_empty()));
+    let list = |f: &str| sh(dir, &format!("'{}' --list-elf --list-ptx {f}", cuobjdump.display()));
+    let lists: Vec<String> = files.iter().map(|f| list(f)).collect();
+    assert!(lists[0].contains("sm_90"), "{}", lists[0]);
+    let syms: Vec<String> =
+        files.iter().map(|f| sh(dir, &format!("readelf -W --dyn-syms {f}"))).collect();
+    let run_before = std::process::Command::new(dir.join("out/bin/m")).output().unwrap();
+
+    let r = bin(dir, &["out"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    for (i, f) in files.iter().enumerate() {
+        assert_eq!(fat[i], section_bytes(&dir.join(f), ".nv_fatbin"), "{f}: .nv_fatbin changed");
+        assert_eq!(lists[i], list(f), "{f}: cuobjdump listing changed");
+        assert_eq!(syms[i], sh(dir, &format!("readelf -W --dyn-syms {f}")), "{f}: symbols changed");
+        assert!(search_path(&dir.join(f)).unwrap().1.starts_with(DRIVER), "{f}");
+    }
+    // No GPU here: the program stops at its first CUDA call, the same way.
+    let run_after = std::process::Command::new(dir.join("out/bin/m")).output().unwrap();
+    assert_eq!(run_before.stdout, run_after.stdout);
+    assert_eq!(run_before.status.code(), run_after.status.code());
+    assert_eq!(sh(dir, "readelf -W --dyn-syms out/lib/libk.so | grep -c launch").trim(), "1");
+}
+
+#[test]
+fn hook_sourced_by_a_setup_sh_stand_in() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
+    sh(dir, "set -e; mkdir -p store/o-out/bin store/o-lib/lib; gcc -o store/o-out/bin/p plain.c; gcc -shared -fPIC -o store/o-lib/lib/libp.so plain.c");
+    let hook = std::fs::read_to_string(root().join("hooks/auto-add-driver-runpath.sh")).unwrap();
+    assert!(hook.contains("@autoAddDriverRunpath@"));
+    let hook =
+        hook.replace("@autoAddDriverRunpath@", env!("CARGO_BIN_EXE_auto-add-driver-runpath"));
+    std::fs::write(dir.join("hook.sh"), hook).unwrap();
+    // The parts of setup.sh the hook relies on: the hook arrays, runHook,
+    // the log functions, outputs as variables, NIX_LOG_FD.
+    let harness = r#"
+set -eu -o pipefail
+postFixupHooks=()
+nixInfoLog() { [[ ${NIX_DEBUG:-0} -ge 3 ]] && echo "INFO: ${FUNCNAME[1]}: $*" >&"$NIX_LOG_FD" || true; }
+runHook() {
+  local hookName=$1; shift
+  local hooksSlice="${hookName%Hook}Hooks[@]"
+  local hook
+  for hook in "_callImplicitHook 0 $hookName" ${!hooksSlice+"${!hooksSlice}"}; do
+    _eval "$hook" "$@"
+  done
+}
+_callImplicitHook() { local def=$1 hookName=$2; if declare -F "$hookName" >/dev/null; then "$hookName"; elif [[ -n ${!hookName-} ]]; then eval "${!hookName}"; fi; }
+_eval() { if declare -F "$1" >/dev/null; then "$@"; else eval "$1"; fi; }
+export NIX_LOG_FD=2 NIX_DEBUG=1
+export outputs="out lib" out="$PWD/store/o-out" lib="$PWD/store/o-lib"
+source ./hook.sh
+source ./hook.sh
+runHook postFixup
+"#;
+    std::fs::write(dir.join("build.sh"), harness).unwrap();
+    let out = std::process::Command::new("bash").arg("build.sh").current_dir(dir).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(stdout.matches("Sourcing auto-add-driver-runpath-hook\n").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("Using autoAddDriverRunpath\n").count(), 1, "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("autoFixElfFiles: using addDriverRunpath to fix"), "{}", text(&out));
+    assert_eq!(search_path(&dir.join("store/o-out/bin/p")).unwrap().1, DRIVER);
+    assert_eq!(search_path(&dir.join("store/o-lib/lib/libp.so")).unwrap().1, DRIVER);
+
+    // The opt-out: nothing registered, nothing patched.
+    sh(dir, "gcc -o store/o-out/bin/q plain.c");
+    let optout = std::fs::read_to_string(dir.join("build.sh")).unwrap().replace(
+        "source ./hook.sh\nsource",
+        "dontUseAutoAddDriverRunpath=1\nsource ./hook.sh\nsource",
+    );
+    std::fs::write(dir.join("optout.sh"), optout).unwrap();
+    let out =
+        std::process::Command::new("bash").arg("optout.sh").current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Using autoAddDriverRunpath"));
+    assert_eq!(search_path(&dir.join("store/o-out/bin/q")), None);
+
+    // The addDriverRunpath function, called by hand on one file.
+    std::fs::write(
+        dir.join("byhand.sh"),
+        "set -eu\nsource ./hook.sh >/dev/null\naddDriverRunpath --force-rpath store/o-out/bin/q\n",
+    )
+    .unwrap();
+    let out =
+        std::process::Command::new("bash").arg("byhand.sh").current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(search_path(&dir.join("store/o-out/bin/q")), Some(("RPATH".into(), DRIVER.into())));
+}
+
+#[test]
+fn skip_rules_leave_files_byte_identical_and_log_at_upstream_levels() {
+    let nvcc = tool("nvcc");
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
+    std::fs::write(dir.join("k.cu"), "__global__ void k(int *x) { x[0] = 1; }\n").unwrap();
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p out/lib/debug/.build-id/ab out/bin
+             gcc -g -o plain plain.c
+             '{}' -cubin -arch=sm_90 -o out/lib/k.cubin k.cu
+             objcopy --only-keep-debug plain out/lib/debug/.build-id/ab/cdef.debug
+             objcopy --only-keep-debug plain out/lib/plain.dbg
+             cp /lib64/ld-linux-x86-64.so.2 out/lib/
+             gcc -static -o out/bin/static plain.c",
+            nvcc.display()
+        ),
+    );
+    let snap = snapshot(&dir.join("out"));
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_auto-add-driver-runpath"))
+        .args(["--format", "json", "out"])
+        .current_dir(dir)
+        .env_remove("NIX_LOG_FD")
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert!(snap == snapshot(&dir.join("out")), "a skipped file changed");
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let skip_of = |name: &str| {
+        v["report"]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"].as_str().unwrap().ends_with(name))
+            .unwrap_or_else(|| panic!("{name} not reported: {v}"))["skip"]
+            .clone()
+    };
+    assert_eq!(skip_of("k.cubin"), "cubin");
+    assert_eq!(skip_of("cdef.debug"), "debug-info");
+    assert_eq!(skip_of("plain.dbg"), "debug-info");
+    assert_eq!(skip_of("ld-linux-x86-64.so.2"), "dynamic-loader");
+    assert_eq!(skip_of("bin/static"), "static");
+
+    // Inside a build: upstream's plain skip line on stdout at NIX_DEBUG >= 1,
+    // nothing at 0.
+    for (debug, expected) in [("0", 0), ("1", 1)] {
+        let r = std::process::Command::new(env!("CARGO_BIN_EXE_auto-add-driver-runpath"))
+            .arg("out/bin")
+            .current_dir(dir)
+            .env("NIX_LOG_FD", "2")
+            .env("NIX_DEBUG", debug)
+            .output()
+            .unwrap();
+        let line = "autoFixElfFiles: skipping a statically-linked ELF file out/bin/static\n";
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout).matches(line).count(),
+            expected,
+            "{}",
+            text(&r)
+        );
+    }
+}
+
+#[test]
+fn build_outputs_from_structured_attrs_and_a_missing_output_fails() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
+    sh(dir, "set -e; mkdir -p o1/bin; gcc -o o1/bin/p plain.c");
+    let attrs = dir.join(".attrs.json");
+    let o1 = dir.join("o1");
+    let missing = dir.join("o2");
+    std::fs::write(
+        &attrs,
+        serde_json::json!({ "outputs": { "out": o1, "dev": missing } }).to_string(),
+    )
+    .unwrap();
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_auto-add-driver-runpath"))
+        .current_dir(dir)
+        .env_remove("NIX_LOG_FD")
+        .env_remove("outputs")
+        .env("NIX_ATTRS_JSON_FILE", &attrs)
+        .output()
+        .unwrap();
+    // The existing output is patched, then the run fails for the missing one.
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("does not exist"), "{}", text(&r));
+    assert_eq!(search_path(&o1.join("bin/p")).unwrap().1, DRIVER);
+}
+
+#[test]
+fn real_libraries_nobody_here_wrote_are_patched_and_still_work() {
+    let patchelf = tool("patchelf");
+    let cuda = root().join(".tools/cuda");
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p out/lib out/bin
+             cp '{c}/lib/libcudart.so.13' '{c}/lib/libnvvm.so.4' out/lib/
+             cp '{c}/bin/nvdisasm' '{c}/bin/cuobjdump' out/bin/
+             cp /usr/lib/x86_64-linux-gnu/libstdc++.so.6 /lib/x86_64-linux-gnu/libc.so.6 out/lib/
+             chmod u+w out/lib/* out/bin/*",
+            c = cuda.display()
+        ),
+    );
+    let syms = |f: &str| sh(dir, &format!("readelf -W --dyn-syms -V {f}"));
+    let files = [
+        "out/lib/libcudart.so.13",
+        "out/lib/libnvvm.so.4",
+        "out/lib/libstdc++.so.6",
+        "out/lib/libc.so.6",
+        "out/bin/nvdisasm",
+    ];
+    let before: Vec<String> = files.iter().map(|f| syms(f)).collect();
+    // In place, as the hook runs it.
+    let r = bin(dir, &["--in-place", "out"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    for (i, f) in files.iter().enumerate() {
+        assert_eq!(before[i], syms(f), "{f}");
+        let theirs = sh(dir, &format!("'{}' --print-rpath {f}", patchelf.display()));
+        assert_eq!(theirs.trim_end(), DRIVER, "{f}");
+        assert_eq!(search_path(&dir.join(f)).unwrap().1, DRIVER);
+    }
+    // The patched C library and programs still load and run.
+    sh(dir, "LD_LIBRARY_PATH=$PWD/out/lib ./out/bin/nvdisasm --version | grep -q 'Cuda compilation tools'");
+    sh(dir, "LD_LIBRARY_PATH=$PWD/out/lib ./out/bin/cuobjdump --version | grep -q 'Cuda compilation tools'");
+}
+
+#[test]
+fn executables_with_a_large_bss_still_run() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    for (name, mib) in [("b64", 64), ("b512", 512)] {
+        std::fs::write(
+            dir.join(format!("{name}.c")),
+            format!(
+                "#include <stdio.h>\nstatic char big[{mib}u << 20];\n\
+                 int main(void) {{ big[{mib}] = 7; printf(\"bss %d\\n\", big[{mib}]); return 0; }}\n"
+            ),
+        )
+        .unwrap();
+        sh(dir, &format!("mkdir -p out && gcc -o out/{name} {name}.c && gcc -no-pie -o out/{name}-nopie {name}.c"));
+        // Without a spare header or known sections the table moves, and the
+        // AT_PHDR-compatible placement needs a hole the size of .bss.
+        for p in [name.to_string(), format!("{name}-nopie")] {
+            sh(dir, &format!("cp out/{p} out/{p}-moved"));
+            drop_section_headers(&dir.join("out").join(format!("{p}-moved")));
+        }
+    }
+    let r = bin(dir, &["out"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    for p in [
+        "b64",
+        "b512",
+        "b64-nopie",
+        "b512-nopie",
+        "b64-moved",
+        "b512-moved",
+        "b64-nopie-moved",
+        "b512-nopie-moved",
+    ] {
+        assert_eq!(sh(dir, &format!("./out/{p}")), "bss 7\n", "{p}");
+        assert_eq!(search_path(&dir.join("out").join(p)).unwrap().1, DRIVER);
+        // The hole kept for old kernels' AT_PHDR is sparse, never 512 MiB of zeros.
+        let m = std::fs::metadata(dir.join("out").join(p)).unwrap();
+        assert!(m.blocks() * 512 < 1 << 20, "{p}: {} bytes on disk", m.blocks() * 512);
+        assert!(m.len() < 300 << 20, "{p}: {} bytes", m.len());
+    }
+}
+
+#[test]
+fn corrupted_headers_never_panic_and_never_leave_a_half_written_file() {
+    use nix_cuda_hooks::driver_runpath::{process_file, Action, Config};
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("main.c"), MAIN_C).unwrap();
+    std::fs::write(dir.join("lib.c"), LIB_C).unwrap();
+    sh(dir, "gcc -o good main.c lib.c -Wl,-rpath,/a:/b && gcc -shared -fPIC -o good.so lib.c");
+    let cfg = |in_place| Config {
+        plan: nix_cuda_hooks::elf::runpath::Options {
+            driver_entry: DRIVER.into(),
+            replace_stubs: false,
+            force_rpath: false,
+        },
+        check: false,
+        skip_unsupported: false,
+        sync: false,
+        in_place,
+        machine: Default::default(),
+    };
+    // Deterministic pseudo-random corruption of header bytes (ELF header,
+    // program headers, the first pages: .dynamic, .dynstr, .dynsym live there
+    // in a small program), each mutant patched in both modes.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let (mut patched, mut errors) = (0, 0);
+    for i in 0..400 {
+        // Both layouts: an executable (spare header) and a library (grown table).
+        let good = std::fs::read(dir.join(if i % 4 < 2 { "good" } else { "good.so" })).unwrap();
+        let limit = good.len().min(0x4000);
+        let mut data = good.clone();
+        for _ in 0..(1 + next() % 4) {
+            let at = (next() as usize) % limit;
+            data[at] = next() as u8;
+        }
+        let path = dir.join(format!("m{i}"));
+        std::fs::write(&path, &data).unwrap();
+        let report = process_file(&path, &[], &cfg(i % 2 == 0));
+        match report.action {
+            Action::Error => {
+                errors += 1;
+                assert_eq!(std::fs::read(&path).unwrap(), data, "m{i}: changed although it failed");
+            }
+            Action::Patched => {
+                patched += 1;
+                let after = std::fs::read(&path).unwrap();
+                let elf = nix_cuda_hooks::elf::Elf::parse(&after).unwrap();
+                let dynamic = elf.dynamic().unwrap().unwrap();
+                let (value, _) =
+                    nix_cuda_hooks::elf::patch::current_path(&elf, &dynamic).unwrap().unwrap();
+                assert!(value.starts_with(DRIVER.as_bytes()), "m{i}");
+            }
+            _ => {}
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+    assert!(patched > 0 && errors > 0, "patched {patched}, errors {errors}");
+    // Nothing left behind by failed attempts.
+    let left: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.iter().all(|n| !n.to_string_lossy().ends_with(".tmp")), "{left:?}");
+}
+
+#[test]
+fn headers_stay_in_place_when_an_entry_is_spare_so_strip_still_works() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    build_fixtures(dir);
+    // gcc with CET notes (Debian's default) emits a PT_NOTE that repeats
+    // PT_GNU_PROPERTY: that entry becomes the new PT_LOAD.
+    let phdrs = sh(dir, "readelf -lW out/bin/pie");
+    assert!(phdrs.contains("GNU_PROPERTY"), "fixture without PT_GNU_PROPERTY:\n{phdrs}");
+    let r = bin(dir, &["--format", "json", "out/bin"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let pie = v["report"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "out/bin/pie")
+        .unwrap();
+    assert_eq!(pie["strategy"], "new-segment", "{pie}");
+    let after = sh(dir, "readelf -lW out/bin/pie");
+    assert!(after.contains("There are 13 program headers, starting at offset 64"), "{after}");
+    // binutils' strip/objcopy expect the table at the start of the file.
+    sh(dir, "strip -o out/bin/pie.stripped out/bin/pie && objcopy out/bin/pie out/bin/pie.copied");
+    assert_eq!(sh(dir, "./out/bin/pie.stripped"), sh(dir, "./out/bin/pie"));
+    assert_eq!(sh(dir, "./out/bin/pie.copied"), sh(dir, "./out/bin/pie"));
+    assert_eq!(
+        search_path(&dir.join("out/bin/pie.stripped")).unwrap().1,
+        format!("{DRIVER}:$ORIGIN/../lib")
+    );
+}
+
+#[test]
+fn libraries_grow_their_header_table_in_place_and_survive_strip() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    build_fixtures(dir);
+    sh(dir, "gcc -shared -fPIC -fcf-protection=none -o out/lib/libnocet.so lib.c");
+    let r = bin(dir, &["--format", "json", "out/lib"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let lib = v["report"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "out/lib/libnocet.so")
+        .unwrap();
+    assert_eq!(lib["strategy"], "new-segment-grown-headers", "{lib}");
+    assert!(sh(dir, "readelf -lW out/lib/libnocet.so").contains("starting at offset 64"));
+    assert_eq!(sh(dir, "./host out/lib/libnocet.so"), "hello from lib 42\n");
+    assert_eq!(sh(dir, "readelf -n out/lib/libnocet.so | grep -c 'Build ID'").trim(), "1");
+    sh(dir, "strip -o out/lib/libnocet.stripped.so out/lib/libnocet.so 2>strip.err && ! test -s strip.err");
+    assert_eq!(sh(dir, "./host out/lib/libnocet.stripped.so"), "hello from lib 42\n");
+    assert_eq!(search_path(&dir.join("out/lib/libnocet.stripped.so")).unwrap().1, DRIVER);
+
+    // Executables too: `.interp` and the notes after the table move.
+    for p in ["pie", "nopie-rpath"] {
+        sh(dir, &format!("cp out/bin/{p} out/bin/{p}-grow"));
+        no_spare_header(&dir.join(format!("out/bin/{p}-grow")));
+    }
+    let before = sh(dir, "./out/bin/pie-grow && ./out/bin/nopie-rpath-grow");
+    let r = bin(dir, &["--in-place", "--format", "json", "out/bin"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    for f in v["report"]["files"].as_array().unwrap() {
+        if f["path"].as_str().unwrap().ends_with("-grow") {
+            assert_eq!(f["strategy"], "new-segment-grown-headers", "{f}");
+        }
+    }
+    assert_eq!(before, sh(dir, "./out/bin/pie-grow && ./out/bin/nopie-rpath-grow"));
+    sh(dir, "strip -o out/bin/pie-grow.s out/bin/pie-grow && ./out/bin/pie-grow.s");
+}
+
+/// Clears `e_shoff`, `e_shnum`, `e_shstrndx` of an ELF64 file (as sstrip
+/// does), and turns PT_GNU_PROPERTY into a second PT_NOTE, so that no program
+/// header is spare and no section is known: the table must move.
+fn drop_section_headers(path: &Path) {
+    no_spare_header(path);
+    let mut data = std::fs::read(path).unwrap();
+    data[40..48].fill(0);
+    data[60..64].fill(0);
+    std::fs::write(path, data).unwrap();
+}
+
+/// Turns PT_GNU_PROPERTY into a second PT_NOTE: no program header is spare.
+fn no_spare_header(path: &Path) {
+    let mut data = std::fs::read(path).unwrap();
+    let phoff = u64::from_le_bytes(data[32..40].try_into().unwrap()) as usize;
+    let phnum = u16::from_le_bytes(data[56..58].try_into().unwrap()) as usize;
+    for i in 0..phnum {
+        let at = phoff + i * 56;
+        if data[at..at + 4] == 0x6474_e553u32.to_le_bytes() {
+            data[at..at + 4].copy_from_slice(&4u32.to_le_bytes());
+        }
+    }
+    std::fs::write(path, data).unwrap();
+}
+
+#[test]
+fn without_section_headers_the_table_moves_and_programs_still_run() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    build_fixtures(dir);
+    for (name, flags) in [("pie-nosht", "-fPIE -pie"), ("nopie-nosht", "-no-pie")] {
+        sh(
+            dir,
+            &format!(
+                "gcc {flags} -fcf-protection=none -o out/bin/{name} main.c -Lout/lib -lans \
+                 -Wl,-rpath,'$ORIGIN/../lib'"
+            ),
+        );
+        drop_section_headers(&dir.join("out/bin").join(name));
+    }
+    // The same programs next to the library in a second folder, for the other mode.
+    sh(dir, "mkdir -p out2/bin && cp out/bin/*-nosht out2/bin/ && cp -a out/lib out2/");
+    for (folder, mode) in [("out", &[][..]), ("out2", &["--in-place"][..])] {
+        let run = format!("./{folder}/bin/pie-nosht && ./{folder}/bin/nopie-nosht");
+        let before = sh(dir, &run);
+        let r = bin(dir, &[mode, &["--format", "json", &format!("{folder}/bin")]].concat());
+        assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+        let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+        for f in v["report"]["files"].as_array().unwrap() {
+            if f["path"].as_str().unwrap().ends_with("-nosht") {
+                assert_eq!(f["strategy"], "new-segment-moved-headers", "{f}");
+                assert_eq!(f["in_place"], !mode.is_empty(), "{f}");
+            }
+        }
+        let r = bin(dir, &["--check", &format!("{folder}/bin")]);
+        assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+        for name in ["pie-nosht", "nopie-nosht"] {
+            let file = dir.join(folder).join("bin").join(name);
+            let phdrs = sh(dir, &format!("readelf -lW {}", file.display()));
+            assert!(!phdrs.contains("starting at offset 64"), "{name}: {phdrs}");
+            assert_eq!(search_path(&file).unwrap().1, format!("{DRIVER}:$ORIGIN/../lib"));
+        }
+        assert_eq!(before, sh(dir, &run));
+    }
+}
+
+/// The 715 MiB libcublasLt.so.12 from the PyPI wheel (5,839 cubins, LZ4 and
+/// ZSTD): patched in both modes, cuobjdump lists the same, it still loads,
+/// patchelf reads the same RUNPATH. Opt-in (`cargo test --release -- --ignored`)
+/// because of its size; `BENCH_BIG=1 benches/runpath.sh` downloads it once
+/// into `.cache/big/`. Missing input is a failure, not a skip.
+#[test]
+#[ignore = "needs the 581 MB cuBLAS wheel: run BENCH_BIG=1 benches/runpath.sh once"]
+fn pypi_corpus_libcublaslt() {
+    let big = root().join(".cache/big/libcublasLt.so.12");
+    assert!(big.exists(), "{} missing: run BENCH_BIG=1 benches/runpath.sh", big.display());
+    let cuobjdump = tool("cuobjdump");
+    let patchelf = tool("patchelf");
+    let t = tempfile::tempdir_in(root().join(".cache")).unwrap();
+    let dir = t.path();
+    let list = |f: &Path| {
+        let out = std::process::Command::new(&cuobjdump).arg("--list-elf").arg(f).output().unwrap();
+        assert!(out.status.success());
+        out.stdout
+    };
+    let expected = list(&big);
+    for mode in [&[][..], &["--in-place"][..]] {
+        let sub = dir.join(if mode.is_empty() { "replace" } else { "in-place" });
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::copy(&big, sub.join("libcublasLt.so.12")).unwrap();
+        let target = sub.to_str().unwrap();
+        let r = bin(dir, &[mode, &[target]].concat());
+        assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+        let lib = sub.join("libcublasLt.so.12");
+        assert_eq!(search_path(&lib).unwrap().1, format!("{DRIVER}:$ORIGIN"));
+        assert_eq!(
+            sh(dir, &format!("'{}' --print-rpath '{}'", patchelf.display(), lib.display())).trim(),
+            format!("{DRIVER}:$ORIGIN")
+        );
+        assert!(list(&lib) == expected, "cuobjdump listing changed ({mode:?})");
+        sh(
+            dir,
+            &format!(
+                "python3 -c \"import ctypes; ctypes.CDLL('{}').cublasLtGetVersion()\"",
+                lib.display()
+            ),
+        );
+    }
+}

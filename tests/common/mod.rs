@@ -1,0 +1,131 @@
+//! Helpers shared by the integration tests: running tools, building C and
+//! CUDA fixtures at test time, hashing trees. A tool the tests need that is
+//! missing makes the test fail (run `make tools`), never skip.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A tool from `.tools/` or `PATH`; panics with a hint when missing.
+pub fn tool(name: &str) -> PathBuf {
+    let local = match name {
+        "patchelf" => Some(root().join(".tools/patchelf")),
+        "nvcc" | "cuobjdump" => Some(root().join(".tools/cuda/bin").join(name)),
+        _ => None,
+    };
+    if let Some(p) = local {
+        assert!(
+            p.exists(),
+            "{} is missing: run `make tools` (tests/tools/install.sh)",
+            p.display()
+        );
+        return p;
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| panic!("{name} is missing: run `make tools` (tests/tools/install.sh)"))
+}
+
+/// Runs a shell command in `dir`, asserts success, returns stdout.
+pub fn sh(dir: &Path, cmd: &str) -> String {
+    let out = Command::new("bash").arg("-c").arg(cmd).current_dir(dir).output().unwrap();
+    assert!(
+        out.status.success(),
+        "command failed: {cmd}\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs our binary with `args` in `dir`, with a clean logging environment.
+pub fn bin(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_auto-add-driver-runpath"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("NIX_LOG_FD")
+        .env_remove("NIX_DEBUG")
+        .env_remove("outputs")
+        .env_remove("out")
+        .env_remove("NIX_ATTRS_JSON_FILE")
+        .env_remove("__structuredAttrs")
+        .output()
+        .unwrap()
+}
+
+/// stdout + stderr as text, for assertion messages.
+pub fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `readelf -d` RUNPATH / RPATH of a file: `(tag, value)`.
+pub fn search_path(file: &Path) -> Option<(String, String)> {
+    let out = Command::new(tool("readelf")).arg("-dW").arg(file).output().unwrap();
+    assert!(out.status.success(), "readelf -d {}", file.display());
+    assert!(
+        out.stderr.is_empty(),
+        "readelf warns on {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    for line in stdout.lines() {
+        for tag in ["RUNPATH", "RPATH"] {
+            if line.contains(&format!("({tag})")) {
+                let v = line.split_once('[').unwrap().1.trim_end().trim_end_matches(']');
+                return Some((tag.to_string(), v.to_string()));
+            }
+        }
+    }
+    None
+}
+
+/// Every regular file under `dir` with its bytes (sorted), symlinks as targets.
+pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let t = std::fs::symlink_metadata(&p).unwrap().file_type();
+            if t.is_dir() {
+                stack.push(p);
+            } else if t.is_symlink() {
+                out.push((
+                    p.clone(),
+                    std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes(),
+                ));
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The bytes of one section, by `objcopy -O binary --only-section`.
+pub fn section_bytes(file: &Path, section: &str) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.bin");
+    let st = Command::new(tool("objcopy"))
+        .args(["-O", "binary", "--only-section", section])
+        .arg(file)
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "objcopy {section} {}", file.display());
+    std::fs::read(out).unwrap()
+}
