@@ -282,8 +282,8 @@ pub fn rewrite(
     let shsize = l.shdr_size();
     let sht_off = off.checked_add(seg_len).and_then(|e| round_up(e, 8)).ok_or_else(overflow)?;
     let sht_len = elf.shdrs.len() as u64 * shsize;
-    if vaddr.checked_add(seg_len).map_or(true, |e| e > l.word_max())
-        || sht_off.checked_add(sht_len).map_or(true, |e| e > l.word_max())
+    if vaddr.checked_add(seg_len).is_none_or(|e| e > l.word_max())
+        || sht_off.checked_add(sht_len).is_none_or(|e| e > l.word_max())
     {
         return Err(overflow());
     }
