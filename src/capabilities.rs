@@ -293,10 +293,30 @@ pub fn parse_list(text: &str) -> Result<Request, CapError> {
 /// Nixpkgs' checks on a requested list, in Nixpkgs' order; the first failing
 /// one is returned. `host_system` is a Nix system string (`x86_64-linux`).
 pub fn validate(caps: &[Capability], cuda: CudaVersion, host_system: &str) -> Result<(), CapError> {
+    validate_versions(caps, Some(cuda))?;
+    let rows: Vec<&Info> = caps.iter().filter_map(|c| info(*c)).collect();
+    let jetson: Vec<Capability> = rows.iter().filter(|i| i.jetson).map(|i| i.capability).collect();
+    if !jetson.is_empty() && host_system != "aarch64-linux" {
+        return Err(CapError::JetsonHost(jetson, host_system.to_string()));
+    }
+    let thor = Capability { major: 10, minor: 1, variant: Variant::Base };
+    let pre_thor: Vec<Capability> = jetson.iter().copied().filter(|c| *c < thor).collect();
+    if !pre_thor.is_empty() && pre_thor.len() != caps.len() {
+        let others = caps.iter().copied().filter(|c| !pre_thor.contains(c)).collect();
+        return Err(CapError::JetsonMixed(pre_thor, others));
+    }
+    Ok(())
+}
+
+/// The checks of [`validate`] that concern the list and the CUDA version
+/// only (an audit may run on another machine than the build): unknown
+/// capabilities, and, when the CUDA version is known, too old or too new.
+pub fn validate_versions(caps: &[Capability], cuda: Option<CudaVersion>) -> Result<(), CapError> {
     let unknown: Vec<Capability> = caps.iter().copied().filter(|c| info(*c).is_none()).collect();
     if !unknown.is_empty() {
         return Err(CapError::Unrecognized(unknown));
     }
+    let Some(cuda) = cuda else { return Ok(()) };
     let rows: Vec<&Info> = caps.iter().filter_map(|c| info(*c)).collect();
     let too_old: Vec<Capability> = rows
         .iter()
@@ -310,16 +330,6 @@ pub fn validate(caps: &[Capability], cuda: CudaVersion, host_system: &str) -> Re
         rows.iter().filter(|i| cuda < i.min_cuda).map(|i| i.capability).collect();
     if !too_new.is_empty() {
         return Err(CapError::TooNew(cuda, too_new));
-    }
-    let jetson: Vec<Capability> = rows.iter().filter(|i| i.jetson).map(|i| i.capability).collect();
-    if !jetson.is_empty() && host_system != "aarch64-linux" {
-        return Err(CapError::JetsonHost(jetson, host_system.to_string()));
-    }
-    let thor = Capability { major: 10, minor: 1, variant: Variant::Base };
-    let pre_thor: Vec<Capability> = jetson.iter().copied().filter(|c| *c < thor).collect();
-    if !pre_thor.is_empty() && pre_thor.len() != caps.len() {
-        let others = caps.iter().copied().filter(|c| !pre_thor.contains(c)).collect();
-        return Err(CapError::JetsonMixed(pre_thor, others));
     }
     Ok(())
 }

@@ -15,11 +15,13 @@
 //! - [`inspect`]: the per-file report of `cuda-elf-inspect` (summary and JSON).
 //! - [`elf`]: a bounds-checked ELF reader, the skip rules, the RUNPATH planner
 //!   and the targeted writer/verifier behind `auto-add-driver-runpath`.
+//! - [`audit`]: the checks of `cuda-elf-inspect` (linkage, RUNPATH, capability coverage).
 //! - [`atomic`]: replace a file through a temporary file and a rename.
 //! - [`driver_runpath`]: autoAddDriverRunpath's walk, decisions and report.
 #![deny(missing_docs)]
 
 pub mod atomic;
+pub mod audit;
 pub mod baseline;
 pub mod buildenv;
 pub mod capabilities;

@@ -68,7 +68,7 @@ fn scan_mode_finds_the_fatbins_cufft_keeps_outside_its_sections() {
     let files = corpus();
     let cufft = files.iter().find(|f| f.ends_with("libcufft.so.11")).expect("libcufft");
     let out = Command::new(OURS)
-        .args(["--scan", "--headers-only", "--format", "json"])
+        .args(["--summary", "--scan", "--headers-only", "--format", "json"])
         .arg(cufft)
         .output()
         .unwrap();
@@ -89,7 +89,8 @@ fn deep_mode_reads_every_real_payload_and_cubin_headers_agree() {
     let mut codecs = std::collections::BTreeSet::new();
     let mut cubins = 0;
     for file in &files {
-        let out = Command::new(OURS).args(["--format", "json"]).arg(file).output().unwrap();
+        let out =
+            Command::new(OURS).args(["--summary", "--format", "json"]).arg(file).output().unwrap();
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         for e in json["files"][0]["entries"].as_array().unwrap() {
             assert!(e.get("decode_error").is_none(), "{}: {e}", file.display());

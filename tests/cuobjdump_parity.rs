@@ -73,8 +73,11 @@ fn absolute_paths_and_program_name_match_too() {
 }
 
 fn summary_json(path: &Path) -> serde_json::Value {
-    let out =
-        std::process::Command::new(OURS).args(["--format", "json"]).arg(path).output().unwrap();
+    let out = std::process::Command::new(OURS)
+        .args(["--summary", "--format", "json"])
+        .arg(path)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -126,8 +129,11 @@ fn deep_mode_tells_link_stubs_and_agrees_with_entry_headers() {
 fn folders_are_walked_sorted_and_only_device_code_is_reported() {
     let variants = support::build_all();
     let dir = &variants.iter().find(|(v, _)| v.name == "rdc-archive").unwrap().1;
-    let out =
-        std::process::Command::new(OURS).args(["--format", "json"]).arg(dir).output().unwrap();
+    let out = std::process::Command::new(OURS)
+        .args(["--summary", "--format", "json"])
+        .arg(dir)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["version"], 1);

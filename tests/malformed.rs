@@ -355,8 +355,11 @@ fn the_binary_reports_damage_with_offsets_and_status_1() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("error: .nv_fatbin: offset 0xa0: container ends at"), "{text}");
-    let out =
-        std::process::Command::new(OURS).args(["--format", "json"]).arg(&path).output().unwrap();
+    let out = std::process::Command::new(OURS)
+        .args(["--summary", "--format", "json"])
+        .arg(&path)
+        .output()
+        .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["files"][0]["summary"]["cubins"], 2);
 }

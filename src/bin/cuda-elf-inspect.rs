@@ -1,38 +1,106 @@
-//! `cuda-elf-inspect`: which GPU architectures a built file really contains.
+//! `cuda-elf-inspect`: which GPU code a build really produced, and whether
+//! the loader will find what it needs.
 //!
-//! Two modes, one reader (`nix_cuda_hooks::fatbin`, `hostelf`):
+//! Three modes, one reader (`nix_cuda_hooks::fatbin`, `hostelf`):
+//! - default: the audit (`nix_cuda_hooks::audit`): per file, the device code
+//!   (SASS with kernels / PTX / link stubs only), NEEDED, RUNPATH, and the
+//!   findings of every check, in text, JSON, SARIF or GitHub annotations;
+//!   inside a build (no paths, `NIX_LOG_FD` set) the outputs, logged as
+//!   setup.sh does with the caller `cudaElfInspect`;
 //! - `--list-elf` / `--list-ptx` [`--all-fatbin`]: cuobjdump's listing, byte
 //!   for byte, with its exit status and stderr messages (cuobjdump's short
-//!   forms `-lelf`, `-lptx`, `-all` work too), so scripts written for
-//!   cuobjdump can call this instead;
-//! - default: a per-file summary (SASS / PTX / link-stub-only architectures,
-//!   codecs, sizes) in text or `--format json`, over files and folders.
-//!
-//! The audit mode of issue 5 extends the default mode: it reads the same
-//! [`inspect::FileReport`]s and adds findings.
+//!   forms `-lelf`, `-lptx`, `-all` work too);
+//! - `--summary`: everything the reader knows about each file's device code
+//!   (entries, codecs, sizes; decompresses every payload unless
+//!   `--headers-only`).
 
 use std::ffi::OsString;
-use std::io::{self, Write};
+use std::io::{self, BufRead, IsTerminal, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::Parser;
-use nix_cuda_hooks::cli::{self, CommonArgs, Format, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK};
+use nix_cuda_hooks::audit::{self, Policy};
+use nix_cuda_hooks::baseline::Baseline;
+use nix_cuda_hooks::buildenv::BuildEnv;
+use nix_cuda_hooks::capabilities::{self, CudaVersion};
+use nix_cuda_hooks::cli::{self, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK};
 use nix_cuda_hooks::fatbin::listing::{self, ListOptions};
+use nix_cuda_hooks::finding::Severity;
 use nix_cuda_hooks::inspect::{self, FileReport};
+use nix_cuda_hooks::log::{Level, Logger, Msg};
+use nix_cuda_hooks::report::{self, Report};
 use nix_cuda_hooks::walk;
 
-/// List and summarise the GPU device code (SASS, PTX, LTO-IR) inside ELF
-/// files, archives, fatbins and cubins.
+/// Report format of the audit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    /// Grouped per file, for people (colour on a terminal).
+    Text,
+    /// One JSON document (schema in docs/cuda-elf-inspect.md).
+    Json,
+    /// SARIF 2.1.0, for code-scanning services.
+    Sarif,
+    /// GitHub Actions workflow commands (annotations).
+    Github,
+}
+
+/// When to colour text output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Color {
+    /// On a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// Audit the GPU code, NEEDED libraries and RUNPATHs of built files, or list
+/// their device code like cuobjdump.
 ///
-/// With --list-elf/--list-ptx the output is that of `cuobjdump` with the same
-/// options (stdout, stderr after the program name, exit status). Otherwise
-/// each file (folders are walked) gets a summary.
+/// With no paths inside a Nix build, the build's outputs are audited.
+/// Exit status: 0 no error findings, 1 error findings, 2 the tool failed.
+/// With --list-elf/--list-ptx: cuobjdump's output and exit status.
 #[derive(Parser, Debug)]
 #[command(version, about, long_about = None)]
 struct Args {
-    /// Files or folders to inspect.
+    /// Files or folders (walked; `result` links followed); `-` reads a
+    /// newline-separated list from stdin.
     paths: Vec<PathBuf>,
+    /// Capabilities the build was asked for: `8.6 9.0`, `8.6;9.0`, `86;90`,
+    /// `sm_86,sm_90`, `8.6;9.0+PTX`. Default: $cudaCapabilities, $CUDAARCHS,
+    /// $TORCH_CUDA_ARCH_LIST; none means no capability checks.
+    #[arg(long, value_name = "LIST")]
+    cuda_capabilities: Option<String>,
+    /// Expect PTX for the last capability (Nixpkgs' cudaForwardCompat; the default).
+    #[arg(long, overrides_with = "no_forward_compat")]
+    forward_compat: bool,
+    /// Do not expect forward-compatibility PTX.
+    #[arg(long)]
+    no_forward_compat: bool,
+    /// CUDA version of the build (`12.8`): capabilities too old or too new for it are an error.
+    #[arg(long, value_name = "X.Y")]
+    cuda_version: Option<String>,
+    /// The driver link whose `lib` folder must be on RUNPATH.
+    #[arg(long, value_name = "DIR", default_value = "/run/opengl-driver")]
+    driver_link: String,
+    /// Search the host's default library folders for files in the Nix store too.
+    #[arg(long)]
+    system_lib_dirs: bool,
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Colour in text output.
+    #[arg(long, value_enum, default_value_t = Color::Auto)]
+    color: Color,
+    /// Fail only on findings not in this baseline (a ratchet).
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    /// Write all findings to this baseline file and exit 0.
+    #[arg(long, value_name = "FILE")]
+    write_baseline: Option<PathBuf>,
     /// List the ELF cubins like `cuobjdump --list-elf` (also `-lelf`).
     #[arg(long)]
     list_elf: bool,
@@ -42,16 +110,20 @@ struct Args {
     /// With --list-*: both `.nv_fatbin` and `__nv_relfatbin` (also `-all`).
     #[arg(long)]
     all_fatbin: bool,
-    /// Summary: read entry headers only (no decompression, so link stubs are
-    /// not told apart from code).
+    /// Instead of the audit: every entry of every file's device code.
+    #[arg(long)]
+    summary: bool,
+    /// With --summary: read entry headers only (no decompression, so link
+    /// stubs are not told apart from code).
     #[arg(long)]
     headers_only: bool,
-    /// Summary: also find fatbin containers outside the fatbin sections
-    /// (cuFFT keeps thousands in `.data`); reported separately.
+    /// With --summary: also find fatbin containers outside the fatbin
+    /// sections (cuFFT keeps thousands in `.data`); reported separately.
     #[arg(long)]
     scan: bool,
-    #[command(flatten)]
-    common: CommonArgs,
+    /// Outside a build, log more on stderr (-v warnings, -vvv infos).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
 }
 
 /// cuobjdump's single-dash long options, mapped to ours.
@@ -82,8 +154,210 @@ fn run(args: Args, prog: &str) -> anyhow::Result<u8> {
     if args.list_elf || args.list_ptx {
         return list(&args, prog);
     }
+    if args.summary {
+        return summary(&args);
+    }
+    run_audit(&args)
+}
+
+/// Paths from the command line, with `-` replaced by stdin's lines.
+fn expand_paths(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.as_os_str() == "-" {
+            for line in io::stdin().lock().split(b'\n') {
+                let line = line.context("reading the path list from stdin")?;
+                let line = line.strip_suffix(b"\r").unwrap_or(&line);
+                if !line.is_empty() {
+                    out.push(PathBuf::from(std::ffi::OsStr::from_bytes(line)));
+                }
+            }
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// The audit policy from flags, then the build's attributes, then the
+/// environment variables other build systems use.
+fn policy(args: &Args, env: &BuildEnv) -> anyhow::Result<Policy> {
+    let text = |name: &str| {
+        env.attr(name).map(|v| v.to_string_lossy().into_owned()).filter(|v| !v.trim().is_empty())
+    };
+    let list = args
+        .cuda_capabilities
+        .clone()
+        .or_else(|| text("cudaCapabilities"))
+        .or_else(|| text("CUDAARCHS"))
+        .or_else(|| text("TORCH_CUDA_ARCH_LIST"));
+    let cuda = match &args.cuda_version {
+        Some(v) => Some(
+            CudaVersion::parse(v).with_context(|| format!("--cuda-version {v}: expected X.Y"))?,
+        ),
+        None => None,
+    };
+    let requested = match list {
+        Some(l) if !l.trim().is_empty() => {
+            let req = capabilities::parse_list(&l)?;
+            capabilities::validate_versions(&req.capabilities, cuda)?;
+            Some(req)
+        }
+        _ => None,
+    };
+    let forward_compat = if args.no_forward_compat {
+        false
+    } else if args.forward_compat {
+        true
+    } else {
+        env.attr("cudaForwardCompat")
+            .map(|v| !v.is_empty() && v != "0" && v != "false")
+            .unwrap_or(true)
+    };
+    let mut build_dirs = vec!["/build".to_string()];
+    for var in ["TMPDIR", "NIX_BUILD_TOP"] {
+        if let Some(v) = env.var(var).map(|v| v.to_string_lossy().trim_end_matches('/').to_string())
+        {
+            // Outside a build TMPDIR is usually /tmp: still no place for a RUNPATH.
+            if !v.is_empty() && !build_dirs.contains(&v) {
+                build_dirs.push(v);
+            }
+        }
+    }
+    Ok(Policy {
+        requested,
+        forward_compat,
+        driver_lib: format!("{}/lib", args.driver_link.trim_end_matches('/')),
+        build_dirs,
+        store_dir: PathBuf::from(env.store_dir()),
+        system_lib_dirs: args.system_lib_dirs,
+    })
+}
+
+fn run_audit(args: &Args) -> anyhow::Result<u8> {
+    let env = BuildEnv::from_env()?;
+    let log = Logger::from_env("cudaElfInspect").with_stderr_verbosity(args.verbose);
+    let policy = policy(args, &env)?;
+    let paths = if args.paths.is_empty() {
+        let outputs =
+            env.outputs().context("no paths given and no build outputs found (try --help)")?;
+        let mut paths = Vec::new();
+        for o in outputs {
+            if o.path.exists() {
+                paths.push(o.path);
+            } else {
+                log.warn(&Msg::new("skipping non-existent output ").p(&o.path));
+            }
+        }
+        paths
+    } else {
+        expand_paths(&args.paths)?
+    };
+    let result = audit::audit_paths(&paths, &policy);
+    if let Some(path) = &args.write_baseline {
+        Baseline::of(&result.findings).save(path)?;
+        eprintln!(
+            "cuda-elf-inspect: wrote {} findings to {}",
+            result.findings.len(),
+            path.display()
+        );
+        return Ok(if result.failures.is_empty() { EXIT_OK } else { EXIT_FAILURE });
+    }
+    let (findings, known) = match &args.baseline {
+        Some(path) => Baseline::load(path)?.filter(result.findings),
+        None => (result.findings, 0),
+    };
+    let report = Report::new(result.files, findings, result.failures, known);
+    if log.in_build() {
+        log_report(&log, &report);
+    }
+    let mut out = io::stdout().lock();
+    match args.format {
+        Format::Json => report::json(&mut out, &report)?,
+        Format::Sarif => report::sarif::write(&mut out, &report)?,
+        Format::Github => report::github::write(&mut out, &report)?,
+        Format::Text if log.in_build() => {}
+        Format::Text => {
+            let color = match args.color {
+                Color::Always => true,
+                Color::Never => false,
+                Color::Auto => io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            };
+            write_files(&mut out, &report)?;
+            report::text::write(&mut out, &report, color)?;
+        }
+    }
+    out.flush()?;
+    Ok(if report.summary.failures > 0 {
+        EXIT_FAILURE
+    } else if report.summary.errors > 0 {
+        EXIT_FINDINGS
+    } else {
+        EXIT_OK
+    })
+}
+
+/// One line per file with device code: what runs where.
+fn write_files(out: &mut dyn Write, report: &Report<audit::FileFacts>) -> io::Result<()> {
+    let names = |set: &std::collections::BTreeSet<nix_cuda_hooks::fatbin::Arch>| {
+        set.iter().map(|a| a.name()).collect::<Vec<_>>().join(" ")
+    };
+    for f in &report.files {
+        let Some(d) = &f.device else { continue };
+        let mut parts = Vec::new();
+        if !d.sass.is_empty() {
+            parts.push(format!("SASS {}", names(&d.sass)));
+        }
+        if !d.ptx.is_empty() {
+            parts.push(format!("PTX {}", names(&d.ptx)));
+        }
+        if !d.link_stub_only.is_empty() {
+            parts.push(format!("link stubs only {}", names(&d.link_stub_only)));
+        }
+        if !d.lto_ir.is_empty() {
+            parts.push(format!("LTO-IR {}", names(&d.lto_ir)));
+        }
+        writeln!(out, "{}: {}", report::sanitize(&f.path.to_string_lossy()), parts.join("; "))?;
+    }
+    if report.files.iter().any(|f| f.device.is_some()) {
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// Inside a build: each finding as a setup.sh log line, then a summary.
+fn log_report(log: &Logger, report: &Report<audit::FileFacts>) {
+    for f in &report.findings {
+        let level = match f.severity {
+            Severity::Error => Level::Error,
+            Severity::Warning => Level::Warn,
+            Severity::Info => Level::Info,
+        };
+        log.log(level, &Msg::new("").p(&f.path).s(": [").s(&f.check).s("] ").s(&f.message));
+    }
+    for failure in &report.failures {
+        log.error(&Msg::new("cannot examine ").s(failure));
+    }
+    let s = &report.summary;
+    let level = if s.errors + s.failures > 0 { Level::Error } else { Level::Info };
+    log.log(
+        level,
+        &Msg::new("found ")
+            .d(s.errors)
+            .s(" errors, ")
+            .d(s.warnings)
+            .s(" warnings and ")
+            .d(s.infos)
+            .s(" infos in ")
+            .d(s.files)
+            .s(" files"),
+    );
+}
+
+/// `--summary`: the reader's full per-file report.
+fn summary(args: &Args) -> anyhow::Result<u8> {
     if args.paths.is_empty() {
-        anyhow::bail!("no paths given (try --help)");
+        bail!("no paths given (try --help)");
     }
     let options = inspect::Options { deep: !args.headers_only, scan: args.scan };
     let mut reports: Vec<FileReport> = Vec::new();
@@ -115,18 +389,17 @@ fn run(args: Args, prog: &str) -> anyhow::Result<u8> {
             status = EXIT_FINDINGS;
         }
     }
-    match args.common.format {
-        Format::Json => cli::print_json(&serde_json::json!({
+    if args.format == Format::Json {
+        cli::print_json(&serde_json::json!({
             "version": 1,
             "files": reports,
-        }))?,
-        Format::Text => {
-            let mut out = io::stdout().lock();
-            for r in &reports {
-                inspect::write_text(&mut out, r)?;
-            }
-            out.flush()?;
+        }))?;
+    } else {
+        let mut out = io::stdout().lock();
+        for r in &reports {
+            inspect::write_text(&mut out, r)?;
         }
+        out.flush()?;
     }
     Ok(status)
 }

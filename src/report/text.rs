@@ -21,6 +21,9 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool)
         }
     };
     let mut current = None;
+    // Why and fix once per check: a tree with 200 findings of one kind is
+    // read faster without 200 copies of the same two lines.
+    let mut explained = std::collections::BTreeSet::new();
     for f in &report.findings {
         if current != Some(&f.path) {
             if current.is_some() {
@@ -31,7 +34,7 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool)
         }
         let (on, off) = paint(f.severity);
         writeln!(out, "  {on}{}{off} [{}] {}", f.severity, f.check, sanitize(&f.message))?;
-        if let Some(c) = check(&f.check) {
+        if let Some(c) = check(&f.check).filter(|c| explained.insert(c.id)) {
             writeln!(out, "      why: {}", c.why)?;
             writeln!(out, "      fix: {}", c.fix)?;
         }

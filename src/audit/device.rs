@@ -1,0 +1,183 @@
+//! The device-code facts the capability checks need: which architectures
+//! carry real kernels (SASS), which carry PTX, and which only nvlink link
+//! stubs.
+//!
+//! Telling a link stub from code needs a look inside the cubin (a stub has no
+//! kernels), which means decompressing it. Decompressing every cubin of a
+//! 750 MB library costs seconds, so per architecture the cubins are tried
+//! from the smallest up and the first one with a kernel settles it: the
+//! stubs (a few hundred bytes each) come first and cost nothing, then one
+//! small real cubin. Largest-first was measured 16x slower on cuBLASLt
+//! (multi-megabyte cubins decompressed per architecture). Headers alone give
+//! everything else.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::capabilities::{Capability, Code, CodeKind, Variant};
+use crate::fatbin::{codec, cubin, Arch, Entry, Kind, Payload};
+use crate::hostelf::Object;
+
+/// What a file's device code means for the capability checks.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DeviceFacts {
+    /// Architectures with SASS that holds at least one kernel.
+    pub sass: BTreeSet<Arch>,
+    /// Architectures with PTX.
+    pub ptx: BTreeSet<Arch>,
+    /// Architectures whose cubins are all kernel-less link stubs.
+    pub link_stub_only: BTreeSet<Arch>,
+    /// Architectures with LTO-IR only (not runnable as is).
+    pub lto_ir: BTreeSet<Arch>,
+    /// Cubins in the file.
+    pub cubins: usize,
+    /// PTX entries in the file.
+    pub ptx_files: usize,
+    /// Cubins decompressed to find kernels.
+    pub cubins_decoded: usize,
+    /// Payloads that could not be decoded (counted as code, to stay on the safe side).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decode_errors: Vec<String>,
+}
+
+impl DeviceFacts {
+    /// The code the capability rules reason about (SASS with kernels, PTX).
+    pub fn codes(&self) -> Vec<Code> {
+        let sass = self.sass.iter().map(|a| (CodeKind::Sass, a));
+        let ptx = self.ptx.iter().map(|a| (CodeKind::Ptx, a));
+        sass.chain(ptx)
+            .filter_map(|(kind, a)| Some(Code { kind, target: capability(*a)? }))
+            .collect()
+    }
+
+    /// Whether there is any runnable device code at all.
+    pub fn has_code(&self) -> bool {
+        !self.sass.is_empty() || !self.ptx.is_empty()
+    }
+}
+
+/// The capability an architecture targets.
+pub fn capability(a: Arch) -> Option<Capability> {
+    let variant = match (a.arch_specific, a.family_specific) {
+        (true, _) => Variant::Arch,
+        (false, true) => Variant::Family,
+        _ => Variant::Base,
+    };
+    Capability::from_sm(a.sm, variant)
+}
+
+/// A cubin to look at: the entry, and the `--concat` bundle holding it.
+type Candidate<'e, 'a> = (&'e Entry<'a>, Option<&'e Entry<'a>>);
+
+/// Collects the facts of a parsed object (archives: all members).
+/// `release` is called with payload bytes once decoded (see [`super::audit_file`]).
+pub fn facts(object: &Object<'_>, release: &dyn Fn(&[u8])) -> DeviceFacts {
+    let mut f = DeviceFacts::default();
+    let mut cubins: BTreeMap<Arch, Vec<Candidate<'_, '_>>> = BTreeMap::new();
+    let mut entries = Vec::new();
+    gather(object, &mut entries);
+    for (entry, parent) in entries {
+        match entry.kind {
+            Kind::Elf => {
+                f.cubins += 1;
+                cubins.entry(entry.arch).or_default().push((entry, parent));
+            }
+            Kind::Ptx => {
+                f.ptx_files += 1;
+                f.ptx.insert(entry.arch);
+            }
+            Kind::LtoIr => {
+                f.lto_ir.insert(entry.arch);
+            }
+            _ => {}
+        }
+    }
+    if let Object::Cubin(Ok(info)) = object {
+        f.cubins += 1;
+        if info.is_link_stub() {
+            f.link_stub_only.insert(info.arch);
+        } else {
+            f.sass.insert(info.arch);
+        }
+    }
+    for (arch, mut list) in cubins {
+        list.sort_by_key(|(e, _)| e.plain_size());
+        let mut kernels = false;
+        for (entry, parent) in list {
+            f.cubins_decoded += 1;
+            let outcome = has_kernels(entry, parent);
+            if let Payload::Stored(bytes) = (parent.unwrap_or(entry)).payload {
+                release(bytes);
+            }
+            match outcome {
+                Ok(true) => {
+                    kernels = true;
+                    break;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    f.decode_errors.push(format!(
+                        "{} at offset {}: {e}",
+                        arch.name(),
+                        entry.offset
+                    ));
+                    kernels = true;
+                    break;
+                }
+            }
+        }
+        if kernels {
+            f.sass.insert(arch);
+        } else {
+            f.link_stub_only.insert(arch);
+        }
+    }
+    f.lto_ir.retain(|a| !f.sass.contains(a) && !f.ptx.contains(a));
+    f
+}
+
+fn gather<'e, 'a>(object: &'e Object<'a>, out: &mut Vec<Candidate<'e, 'a>>) {
+    let push_region = |region: &'e crate::fatbin::Region<'a>, out: &mut Vec<Candidate<'e, 'a>>| {
+        for c in &region.containers {
+            for e in &c.entries {
+                if e.kind == Kind::Concat {
+                    out.extend(e.parts.iter().map(|p| (p, Some(e))));
+                } else {
+                    out.push((e, None));
+                }
+            }
+        }
+    };
+    match object {
+        Object::Elf(elf) => {
+            for s in &elf.sections {
+                push_region(&s.region, out);
+            }
+        }
+        Object::Archive(members) => {
+            for m in members {
+                if let Ok(o) = &m.object {
+                    gather(o, out);
+                }
+            }
+        }
+        Object::Fatbin(region) => push_region(region, out),
+        Object::Cubin(_) | Object::Other => {}
+    }
+}
+
+fn has_kernels(entry: &Entry<'_>, parent: Option<&Entry<'_>>) -> Result<bool, String> {
+    let info = match (parent, &entry.payload) {
+        (Some(bundle), Payload::Part { .. }) => {
+            let plain = codec::plain(bundle).map_err(|e| e.to_string())?;
+            let bytes = codec::part(entry, &plain).map_err(|e| e.to_string())?;
+            cubin::read_cubin(bytes)?
+        }
+        _ => {
+            let plain = codec::plain(entry).map_err(|e| e.to_string())?;
+            cubin::read_cubin(&plain)?
+        }
+    };
+    Ok(!info.is_link_stub())
+}

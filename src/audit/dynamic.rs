@@ -1,0 +1,141 @@
+//! What the loader will do with a host ELF file: its type, interpreter,
+//! NEEDED libraries, RUNPATH/RPATH, and whether it carries the CUDA runtime
+//! statically. Read with the bounds-checked reader of [`crate::elf`] (the
+//! same one the RUNPATH patcher trusts), headers and the dynamic string
+//! table only.
+
+use serde::Serialize;
+
+use crate::elf::{
+    cstr, Elf, ElfError, DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME, ET_DYN, ET_EXEC, ET_REL,
+    PT_INTERP,
+};
+
+/// The loader-relevant facts of one ELF file.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DynamicFacts {
+    /// `executable`, `shared-object`, `relocatable`, `other`.
+    pub kind: &'static str,
+    /// ELFCLASS64.
+    pub is64: bool,
+    /// `e_machine`.
+    pub machine: u16,
+    /// Whether the file has a dynamic section with entries (is linked dynamically).
+    pub dynamic: bool,
+    /// PT_INTERP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<String>,
+    /// DT_SONAME.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soname: Option<String>,
+    /// DT_NEEDED, in order.
+    pub needed: Vec<String>,
+    /// DT_RUNPATH.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runpath: Option<String>,
+    /// DT_RPATH.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpath: Option<String>,
+    /// The CUDA runtime is linked in (no libcudart NEEDED, and the runtime's
+    /// `libcuda.so.1` string is present).
+    pub static_cudart: bool,
+}
+
+impl DynamicFacts {
+    /// The search list the loader uses for this file's own NEEDED entries:
+    /// RUNPATH when present, else RPATH.
+    pub fn search_path(&self) -> Option<&str> {
+        self.runpath.as_deref().or(self.rpath.as_deref())
+    }
+
+    /// The major version of a NEEDED libcudart (`libcudart.so.12` -> 12).
+    pub fn cudart_major(&self) -> Option<u32> {
+        self.needed
+            .iter()
+            .find_map(|n| n.strip_prefix("libcudart.so.")?.split('.').next()?.parse().ok())
+    }
+
+    /// Whether the file will ask the loader for the driver library.
+    pub fn needs_driver(&self) -> bool {
+        self.static_cudart || self.needed.iter().any(|n| n == "libcuda.so.1" || n == "libcuda.so")
+    }
+}
+
+/// Reads the facts. `device_code`: whether the file holds fatbins (only then
+/// is a statically linked CUDA runtime looked for).
+pub fn facts(
+    data: &[u8],
+    device_code: bool,
+    release: &dyn Fn(&[u8]),
+) -> Result<DynamicFacts, ElfError> {
+    let elf = Elf::parse(data)?;
+    let mut f = DynamicFacts {
+        kind: match elf.e_type {
+            ET_EXEC => "executable",
+            ET_DYN => "shared-object",
+            ET_REL => "relocatable",
+            _ => "other",
+        },
+        is64: elf.layout.is64,
+        machine: elf.machine,
+        ..DynamicFacts::default()
+    };
+    if let Some(ph) = elf.phdr(PT_INTERP) {
+        let bytes = elf.slice(ph.offset, ph.filesz, "PT_INTERP")?;
+        f.interpreter = Some(String::from_utf8_lossy(cstr(bytes).unwrap_or(bytes)).into_owned());
+    }
+    if let Some(dynamic) = elf.dynamic()? {
+        if !dynamic.entries.is_empty() {
+            f.dynamic = true;
+            let strtab = elf.dynstr(&dynamic)?;
+            let text = |v: u64| -> Result<String, ElfError> {
+                Ok(String::from_utf8_lossy(strtab.get(v)?).into_owned())
+            };
+            for d in &dynamic.entries {
+                match d.tag {
+                    DT_NEEDED => f.needed.push(text(d.val)?),
+                    DT_RUNPATH => f.runpath = Some(text(d.val)?),
+                    DT_RPATH => f.rpath = Some(text(d.val)?),
+                    DT_SONAME => f.soname = Some(text(d.val)?),
+                    _ => {}
+                }
+            }
+        }
+    }
+    if device_code && !f.needed.iter().any(|n| n.starts_with("libcudart.so")) {
+        f.static_cudart = mentions_libcuda(&elf, release);
+    }
+    Ok(f)
+}
+
+/// Whether a read-only data section holds the `libcuda.so.1` string the
+/// static CUDA runtime dlopens. Only `.rodata`-like sections are searched.
+fn mentions_libcuda(elf: &Elf<'_>, release: &dyn Fn(&[u8])) -> bool {
+    const NEEDLE: &[u8] = b"libcuda.so.1\0";
+    const CHUNK: usize = 4 << 20;
+    let finder = memchr::memmem::Finder::new(NEEDLE);
+    elf.shdrs.iter().any(|s| {
+        let name = elf.section_name(s).unwrap_or_default();
+        if !(name == b".rodata" || name.starts_with(b".rodata.") || name == b".lrodata")
+            || s.sh_type == crate::elf::SHT_NOBITS
+        {
+            return false;
+        }
+        let Ok(bytes) = elf.slice(s.offset, s.size, "section") else { return false };
+        // Overlapping chunks so a string across a boundary is still found.
+        let mut start = 0;
+        while start < bytes.len() {
+            let end = (start + CHUNK).min(bytes.len());
+            let found = finder.find(&bytes[start..end]).is_some();
+            release(&bytes[start..end]);
+            if found {
+                return true;
+            }
+            if end == bytes.len() {
+                break;
+            }
+            start = end - (NEEDLE.len() - 1);
+        }
+        false
+    })
+}

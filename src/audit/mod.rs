@@ -1,0 +1,207 @@
+//! The audit behind `cuda-elf-inspect PATH...`: for every ELF file, archive,
+//! fatbin or cubin under the given paths, the facts a Nix CUDA maintainer
+//! asks about (device code, NEEDED, RUNPATH) and the findings of the checks
+//! in [`checks`]. Files are examined in parallel; results are sorted.
+//!
+//! Reading is bounded: the file is memory-mapped, headers are parsed, and
+//! only one cubin per architecture is decompressed (see [`device`]).
+
+pub mod checks;
+pub mod device;
+pub mod dynamic;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::capabilities::Request;
+use crate::finding::Finding;
+use crate::hostelf::{self, Object};
+use crate::walk;
+
+/// What the audit checks against.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Requested capabilities; `None`: no capability checks.
+    pub requested: Option<Request>,
+    /// Expect PTX for the last requested capability.
+    pub forward_compat: bool,
+    /// The driver's library folder that must be on RUNPATH.
+    pub driver_lib: String,
+    /// Build folders no RUNPATH entry may point into (`/build`, `$TMPDIR`, `$NIX_BUILD_TOP`).
+    pub build_dirs: Vec<String>,
+    /// The Nix store: files inside it resolve libraries without the host's folders.
+    pub store_dir: PathBuf,
+    /// Search the host's default library folders for store files too.
+    pub system_lib_dirs: bool,
+}
+
+/// Everything the audit learned about one file.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileFacts {
+    /// The path as given or found.
+    #[serde(serialize_with = "ser_path")]
+    pub path: PathBuf,
+    /// `elf`, `archive`, `fatbin`, `cubin`.
+    pub format: &'static str,
+    /// Size in bytes.
+    pub size: u64,
+    /// Device code, when the file has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<device::DeviceFacts>,
+    /// Loader facts, for host ELF files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<dynamic::DynamicFacts>,
+    /// Damage found while reading (the file was still examined).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub damage: Vec<String>,
+}
+
+fn ser_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&p.to_string_lossy())
+}
+
+/// One file's outcome: facts and findings, `None` for a file that is no
+/// object at all, or why it could not be examined.
+pub type FileOutcome = Result<Option<(FileFacts, Vec<Finding>)>, String>;
+
+/// Whether the first bytes say the file is something we examine.
+pub fn interesting(head: &[u8]) -> bool {
+    head.starts_with(b"\x7fELF")
+        || head.starts_with(b"!<arch>\n")
+        || head.starts_with(&crate::fatbin::header::CONTAINER_MAGIC.to_le_bytes())
+}
+
+/// Reads the first bytes of a file; `Ok(false)` for files not worth mapping.
+fn sniff(path: &Path) -> std::io::Result<bool> {
+    let mut head = [0u8; 8];
+    let mut f = std::fs::File::open(path)?;
+    let n = f.read(&mut head)?;
+    Ok(interesting(&head[..n]))
+}
+
+/// Examines one file. `Ok(None)`: not an object file (nothing to say).
+pub fn audit_file(
+    path: &Path,
+    policy: &Policy,
+) -> Result<Option<(FileFacts, Vec<Finding>)>, String> {
+    let describe =
+        |e: std::io::Error| format!("{}: {}", path.display(), crate::error::describe_io(&e));
+    if !sniff(path).map_err(describe)? {
+        return Ok(None);
+    }
+    let data = hostelf::map(path).map_err(describe)?;
+    let mut facts = FileFacts {
+        path: path.to_path_buf(),
+        format: "other",
+        size: data.len() as u64,
+        device: None,
+        dynamic: None,
+        damage: Vec::new(),
+    };
+    // Pages are dropped from the resident set as soon as they are read, so
+    // memory stays flat whatever the file size (see hostelf::Mapped::release).
+    let release = |part: &[u8]| data.release(part);
+    let object = hostelf::parse_with(&data, &mut |p| data.release(p))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    facts.format = object.format();
+    let dev = device::facts(&object, &release);
+    let has_device = dev.cubins + dev.ptx_files > 0 || !dev.lto_ir.is_empty();
+    if let Object::Elf(elf) = &object {
+        facts.damage.extend(elf.errors.iter().map(|e| e.to_string()));
+        match dynamic::facts(&data, has_device, &release) {
+            Ok(d) => facts.dynamic = Some(d),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+    facts.damage.extend(dev.decode_errors.iter().cloned());
+    drop(object);
+    let mut findings = Vec::new();
+    if let Some(d) = &facts.dynamic {
+        checks::runpath(path, d, policy, &mut findings);
+        checks::needed(path, d, policy, &mut findings);
+    }
+    if has_device {
+        checks::capabilities(path, &dev, policy, &mut findings);
+        facts.device = Some(dev);
+    }
+    Ok(Some((facts, findings)))
+}
+
+/// The result of auditing a set of paths.
+#[derive(Debug, Default)]
+pub struct Audit {
+    /// Facts of every examined file, sorted by path.
+    pub files: Vec<FileFacts>,
+    /// All findings, file and tree checks.
+    pub findings: Vec<Finding>,
+    /// Files and folders that could not be examined (`path: reason`).
+    pub failures: Vec<String>,
+}
+
+/// Audits files and folders (folders walked in parallel, links inside them
+/// not followed; a path given directly that is a link is followed, as
+/// `result` links are meant to be).
+pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
+    let mut audit = Audit::default();
+    let mut outcomes: Vec<(PathBuf, FileOutcome)> = Vec::new();
+    for path in paths {
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) => {
+                let what = if std::fs::symlink_metadata(path).is_ok() {
+                    "broken symbolic link: "
+                } else {
+                    ""
+                };
+                audit.failures.push(format!(
+                    "{}: {what}{}",
+                    path.display(),
+                    crate::error::describe_io(&e)
+                ));
+                continue;
+            }
+        };
+        if meta.is_dir() {
+            // Enter a `result` link's target: walk the resolved folder, name files under the given path.
+            let root = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            let walked = walk::walk(&root, &walk::Options::default(), |p, kind| {
+                kind.file_type.is_file().then(|| audit_file(p, policy))
+            });
+            audit.failures.extend(walked.errors.iter().map(|e| e.to_string()));
+            for (p, outcome) in walked.items {
+                let shown = match p.strip_prefix(&root) {
+                    Ok(rel) if root != *path => path.join(rel),
+                    _ => p,
+                };
+                outcomes.push((shown, outcome));
+            }
+        } else {
+            outcomes.push((path.clone(), audit_file(path, policy)));
+        }
+    }
+    let mut cudart = Vec::new();
+    for (shown, outcome) in outcomes {
+        match outcome {
+            Ok(Some((mut facts, findings))) => {
+                let rename = facts.path != shown;
+                facts.path = shown.clone();
+                audit.findings.extend(findings.into_iter().map(|mut f| {
+                    if rename {
+                        f.path = shown.clone();
+                    }
+                    f
+                }));
+                cudart.push((shown, facts.dynamic.as_ref().and_then(|d| d.cudart_major())));
+                audit.files.push(facts);
+            }
+            Ok(None) => {}
+            Err(e) => audit.failures.push(e),
+        }
+    }
+    checks::mixed_cudart(&cudart, &mut audit.findings);
+    audit.files.sort_by(|a, b| a.path.cmp(&b.path));
+    audit.failures.sort();
+    audit
+}

@@ -1,0 +1,488 @@
+//! End-to-end tests of `cuda-elf-inspect`'s audit: each check fires on a tree
+//! built here from real parts (gcc programs against a stub libcuda.so, nvcc
+//! 13.5 builds from `fixtures/cuda/recipes.txt`) and stays quiet on a clean
+//! counterpart; every output format; the baseline ratchet; bad input.
+//!
+//! Expectations come from the checks' definitions (issue 5,
+//! ../shared/reference/cuda-capabilities.md), never from our own output.
+
+mod support;
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
+
+fn gcc(dir: &Path, args: &[&str]) {
+    let out = Command::new("gcc").current_dir(dir).args(args).output().expect("gcc");
+    assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A tree with a stub libcuda.so.1 in `cuda/lib/stubs` and C sources.
+fn c_tree() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    std::fs::create_dir_all(d.join("cuda/lib/stubs")).unwrap();
+    std::fs::create_dir_all(d.join("out/bin")).unwrap();
+    std::fs::create_dir_all(d.join("out/lib")).unwrap();
+    std::fs::write(d.join("stub.c"), "int cuInit(unsigned f) { return f ? 1 : 0; }\n").unwrap();
+    gcc(
+        d,
+        &[
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            "cuda/lib/stubs/libcuda.so",
+            "stub.c",
+        ],
+    );
+    std::fs::write(
+        d.join("main.c"),
+        "int cuInit(unsigned);\nint main(void) { return cuInit(0); }\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("foo.c"), "int foo(void) { return 7; }\n").unwrap();
+    std::fs::write(d.join("usefoo.c"), "int foo(void);\nint main(void) { return foo() - 7; }\n")
+        .unwrap();
+    t
+}
+
+/// Links `out/bin/NAME` from main.c against the stub with extra linker args.
+fn cuda_prog(t: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let out = format!("out/bin/{name}");
+    let mut args = vec!["-o", &out, "main.c", "-Lcuda/lib/stubs", "-lcuda"];
+    args.extend_from_slice(extra);
+    gcc(t, &args);
+    t.join(out)
+}
+
+fn run(args: &[&str], paths: &[&Path]) -> Output {
+    Command::new(BIN).env_remove("NIX_LOG_FD").args(args).args(paths).output().unwrap()
+}
+
+fn json(args: &[&str], paths: &[&Path]) -> (i32, Value) {
+    let mut a = vec!["--format", "json"];
+    a.extend_from_slice(args);
+    let out = run(&a, paths);
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap(), v)
+}
+
+/// The check ids found for one file.
+fn checks_of(report: &Value, file: &Path) -> Vec<String> {
+    let mut v: Vec<String> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"].as_str() == file.to_str())
+        .map(|f| f["check"].as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn runpath_checks_fire_on_bad_files_and_not_on_clean_ones() {
+    let t = c_tree();
+    let d = t.path();
+    let stubs = d.join("cuda/lib/stubs");
+    let stub_rp = format!("-Wl,-rpath,{}", stubs.display());
+    let stub = cuda_prog(d, "stub", &[&stub_rp]);
+    let clean = cuda_prog(d, "clean", &["-Wl,-rpath,/run/opengl-driver/lib"]);
+    let none = cuda_prog(d, "none", &[]);
+    let tmp = cuda_prog(d, "tmp", &["-Wl,-rpath,/run/opengl-driver/lib:/build/source/lib"]);
+    let empty = cuda_prog(d, "empty", &["-Wl,-rpath,/run/opengl-driver/lib::/x"]);
+    let rpath =
+        cuda_prog(d, "rpath", &["-Wl,--disable-new-dtags", "-Wl,-rpath,/run/opengl-driver/lib"]);
+    // The loader would find the stub libcuda for `stub`, and nothing needs it elsewhere.
+    let (code, r) = json(&["--system-lib-dirs"], &[&d.join("out")]);
+    assert_eq!(code, 1);
+    assert_eq!(checks_of(&r, &stub), ["libcuda-stub-in-runpath", "missing-driver-runpath"]);
+    assert!(checks_of(&r, &clean).is_empty(), "{:?}", checks_of(&r, &clean));
+    assert_eq!(checks_of(&r, &none), ["missing-driver-runpath"]);
+    assert_eq!(checks_of(&r, &tmp), ["tmpdir-in-runpath"]);
+    assert_eq!(checks_of(&r, &empty), ["empty-runpath-entry"]);
+    assert_eq!(checks_of(&r, &rpath), ["rpath-instead-of-runpath"]);
+    assert_eq!(r["summary"]["files"], 6);
+}
+
+#[test]
+fn unresolved_needed_follows_the_loaders_rules() {
+    let t = c_tree();
+    let d = t.path();
+    gcc(d, &["-shared", "-fPIC", "-o", "out/lib/libfoo.so", "foo.c"]);
+    gcc(
+        d,
+        &["-o", "out/bin/origin", "usefoo.c", "-Lout/lib", "-lfoo", "-Wl,-rpath,$ORIGIN/../lib"],
+    );
+    gcc(
+        d,
+        &["-o", "out/bin/lost", "usefoo.c", "-Lout/lib", "-lfoo", "-Wl,-rpath,/nonexistent/lib"],
+    );
+    // The $ORIGIN program really runs: the oracle for "resolved".
+    let ran = Command::new(d.join("out/bin/origin")).status().unwrap();
+    assert!(ran.success());
+    let lost = Command::new(d.join("out/bin/lost")).output().unwrap();
+    assert!(!lost.status.success(), "the loader found libfoo anyway");
+    let (code, r) = json(&[], &[&d.join("out/bin")]);
+    assert_eq!(code, 1);
+    assert!(checks_of(&r, &d.join("out/bin/origin")).is_empty());
+    assert_eq!(checks_of(&r, &d.join("out/bin/lost")), ["unresolved-needed"]);
+    let f = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "unresolved-needed")
+        .unwrap();
+    assert_eq!(f["details"]["library"], "libfoo.so");
+    assert_eq!(f["severity"], "error");
+}
+
+#[test]
+fn mixed_cudart_majors_in_one_tree() {
+    let t = c_tree();
+    let d = t.path();
+    for major in ["12", "13"] {
+        let soname = format!("-Wl,-soname,libcudart.so.{major}");
+        gcc(
+            d,
+            &["-shared", "-fPIC", &soname, "-o", &format!("out/lib/libcudart.so.{major}"), "foo.c"],
+        );
+        std::fs::copy(
+            d.join(format!("out/lib/libcudart.so.{major}")),
+            d.join("out/lib/libcudart.so"),
+        )
+        .unwrap();
+        gcc(
+            d,
+            &[
+                "-shared",
+                "-fPIC",
+                "-o",
+                &format!("out/lib/libuser{major}.so"),
+                "foo.c",
+                "-Lout/lib",
+                "-Wl,--no-as-needed",
+                "-lcudart",
+                "-Wl,-rpath,$ORIGIN",
+            ],
+        );
+    }
+    std::fs::remove_file(d.join("out/lib/libcudart.so")).unwrap();
+    let (_, r) = json(&[], &[&d.join("out/lib")]);
+    assert_eq!(checks_of(&r, &d.join("out/lib/libuser12.so")), ["mixed-cudart-versions"]);
+    assert_eq!(checks_of(&r, &d.join("out/lib/libuser13.so")), ["mixed-cudart-versions"]);
+    // One major only: quiet.
+    let (_, r) = json(&[], &[&d.join("out/lib/libuser13.so")]);
+    assert!(checks_of(&r, &d.join("out/lib/libuser13.so")).is_empty());
+}
+
+fn fixture(name: &str, file: &str) -> PathBuf {
+    let all = support::build_all();
+    let dir =
+        &all.iter().find(|(v, _)| v.name == name).unwrap_or_else(|| panic!("no variant {name}")).1;
+    dir.join(file)
+}
+
+/// Capability checks on one nvcc-built file: the ids found (RUNPATH checks aside).
+fn cap_checks(file: &Path, args: &[&str]) -> Vec<String> {
+    let (_, r) = json(args, &[file]);
+    checks_of(&r, file)
+        .into_iter()
+        .filter(|c| {
+            !["missing-driver-runpath", "cudart-static", "unresolved-needed"].contains(&c.as_str())
+        })
+        .collect()
+}
+
+#[test]
+fn capability_coverage_of_nvcc_builds() {
+    let sm80 = fixture("sass-only", "sass_only");
+    let ptx80 = fixture("ptx-only", "ptx_only");
+    let ok = fixture("audit-86-90-ptx", "fwd_ok");
+    let no_ptx = fixture("audit-86-90-sass", "fwd_missing");
+    let sm90a = fixture("sm90a", "sm90a");
+    let sm100f = fixture("sm100f", "sm100f");
+    let nofwd = ["--no-forward-compat"];
+    // sm_80 SASS only: nothing for 9.0 (another major); fine on 8.0 and 8.6.
+    assert_eq!(
+        cap_checks(&sm80, &["--cuda-capabilities", "9.0", "--no-forward-compat"]),
+        ["no-code-for-capability", "unrequested-arch"]
+    );
+    assert!(
+        cap_checks(&sm80, &["--cuda-capabilities", "8.0;8.6", "--no-forward-compat"]).is_empty()
+    );
+    // compute_80 PTX only: JIT everywhere at or above 8.0.
+    assert_eq!(
+        cap_checks(&ptx80, &[&["--cuda-capabilities", "9.0"][..], &nofwd].concat()),
+        ["ptx-only-capability", "unrequested-arch"]
+    );
+    // sm_86 + sm_90 + compute_90, asked as Nixpkgs would build it: clean.
+    assert!(cap_checks(&ok, &["--cuda-capabilities", "8.6 9.0"]).is_empty());
+    // ... a newer GPU runs it through the PTX only.
+    assert_eq!(
+        cap_checks(&ok, &["--cuda-capabilities", "10.0", "--no-forward-compat"]),
+        ["ptx-only-capability", "unrequested-arch", "unrequested-arch", "unrequested-arch"]
+    );
+    // Forward compatibility wants PTX for the last capability.
+    assert_eq!(
+        cap_checks(&no_ptx, &["--cuda-capabilities", "8.6;9.0"]),
+        ["missing-forward-compat-ptx"]
+    );
+    assert!(
+        cap_checks(&no_ptx, &["--cuda-capabilities", "8.6;9.0", "--no-forward-compat"]).is_empty()
+    );
+    assert!(cap_checks(&no_ptx, &["--cuda-capabilities", "86;90+PTX", "--no-forward-compat"])
+        .contains(&"missing-forward-compat-ptx".to_string()));
+    // Only 9.0 asked: the sm_86 code is unrequested.
+    assert_eq!(
+        cap_checks(&no_ptx, &["--cuda-capabilities", "9.0", "--no-forward-compat"]),
+        ["unrequested-arch"]
+    );
+    // sm_90a runs on exactly 9.0.
+    assert!(cap_checks(&sm90a, &["--cuda-capabilities", "9.0a"]).is_empty());
+    assert_eq!(
+        cap_checks(&sm90a, &["--cuda-capabilities", "10.0", "--no-forward-compat"]),
+        ["no-code-for-capability", "unrequested-arch", "unrequested-arch"]
+    );
+    // sm_100f: the family (10.0, 10.3), not 12.0.
+    assert!(!cap_checks(&sm100f, &["--cuda-capabilities", "10.3", "--no-forward-compat"])
+        .contains(&"no-code-for-capability".to_string()));
+    assert!(cap_checks(&sm100f, &["--cuda-capabilities", "12.0", "--no-forward-compat"])
+        .contains(&"no-code-for-capability".to_string()));
+}
+
+#[test]
+fn cudart_static_and_shared_and_link_stubs() {
+    let stat = fixture("sass-only", "sass_only");
+    let shared = fixture("executable-shared-cudart", "exe_shared");
+    let phantom = fixture("phantom-stub", "phantom");
+    let (_, r) = json(&[], &[&stat]);
+    assert!(checks_of(&r, &stat).contains(&"cudart-static".to_string()));
+    assert!(checks_of(&r, &stat).contains(&"missing-driver-runpath".to_string()));
+    let (_, r) = json(&[], &[&shared]);
+    assert!(!checks_of(&r, &shared).contains(&"cudart-static".to_string()));
+    assert_eq!(
+        r["files"][0]["dynamic"]["needed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n.as_str().unwrap().starts_with("libcudart.so.13"))
+            .count(),
+        1
+    );
+    // The link step's phantom sm_75 stub is no code: asking for 7.5 finds nothing.
+    let (_, r) = json(&["--cuda-capabilities", "7.5", "--no-forward-compat"], &[&phantom]);
+    assert_eq!(r["files"][0]["device"]["link_stub_only"], serde_json::json!(["sm_75"]));
+    assert!(checks_of(&r, &phantom).contains(&"no-code-for-capability".to_string()));
+}
+
+#[test]
+fn environment_fallbacks_for_capabilities() {
+    let sm80 = fixture("sass-only", "sass_only");
+    for (var, value) in
+        [("cudaCapabilities", "9.0"), ("CUDAARCHS", "90"), ("TORCH_CUDA_ARCH_LIST", "9.0+PTX")]
+    {
+        let out = Command::new(BIN)
+            .env_remove("NIX_LOG_FD")
+            .env(var, value)
+            .args(["--format", "json"])
+            .arg(&sm80)
+            .output()
+            .unwrap();
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(checks_of(&r, &sm80).contains(&"no-code-for-capability".to_string()), "{var}");
+    }
+}
+
+// ---- Output formats ----
+
+fn small_tree() -> (tempfile::TempDir, PathBuf) {
+    let t = c_tree();
+    let stub_rp = format!("-Wl,-rpath,{}", t.path().join("cuda/lib/stubs").display());
+    let p = cuda_prog(t.path(), "prog", &[&stub_rp]);
+    (t, p)
+}
+
+#[test]
+fn sarif_validates_against_the_official_schema() {
+    let (_t, prog) = small_tree();
+    let out = run(&["--format", "sarif", "--system-lib-dirs"], &[&prog]);
+    assert_eq!(out.status.code(), Some(1));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.sarif");
+    std::fs::write(&file, &out.stdout).unwrap();
+    let root = support::root();
+    let python = root.join(".tools/venv/bin/python3");
+    let schema = root.join(".tools/sarif-schema-2.1.0.json");
+    assert!(schema.is_file(), "run `make tools`: {} is missing", schema.display());
+    let check = Command::new(python)
+        .args(["-c", "import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))); print('valid')"])
+        .arg(&file)
+        .arg(&schema)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = v["runs"][0]["results"].as_array().unwrap();
+    let ids: Vec<&str> = results.iter().map(|r| r["ruleId"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["libcuda-stub-in-runpath", "missing-driver-runpath"]);
+    let rules = v["runs"][0]["tool"]["driver"]["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 2);
+    assert_eq!(results[0]["level"], "error");
+    assert!(results[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        .as_str()
+        .unwrap()
+        .starts_with("file:///"));
+}
+
+#[test]
+fn github_annotations_respect_the_per_step_limit() {
+    let t = c_tree();
+    let d = t.path();
+    for i in 0..12 {
+        cuda_prog(d, &format!("p{i:02}"), &[]);
+    }
+    let out = run(&["--format", "github"], &[&d.join("out")]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("::error ")).collect();
+    assert_eq!(errors.len(), 10, "{text}");
+    let first =
+        format!("::error file={},title=missing-driver-runpath::", d.join("out/bin/p00").display());
+    assert!(errors[0].starts_with(&first), "{}", errors[0]);
+    assert!(
+        text.contains("::notice title=cuda-elf-inspect::2 more findings not annotated"),
+        "{text}"
+    );
+}
+
+#[test]
+fn text_groups_per_file_and_inside_a_build_logs_like_setup_sh() {
+    let (t, prog) = small_tree();
+    let out = run(&["--system-lib-dirs", "--color", "never"], &[&prog]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(prog.to_str().unwrap()));
+    assert!(lines.next().unwrap().starts_with("  error [libcuda-stub-in-runpath] "));
+    assert!(text.ends_with("1 files: 2 errors, 0 warnings, 0 infos\n"), "{text}");
+    // In a build: outputs from the environment, lines on NIX_LOG_FD, caller cudaElfInspect.
+    let out = Command::new(BIN)
+        .env("NIX_LOG_FD", "2")
+        .env("NIX_DEBUG", "0")
+        .env("outputs", "out")
+        .env("out", t.path().join("out"))
+        .arg("--system-lib-dirs")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let log = String::from_utf8(out.stderr).unwrap();
+    let want = format!("ERROR: cudaElfInspect: {}: [missing-driver-runpath] ", prog.display());
+    assert!(log.lines().any(|l| l.starts_with(&want)), "{log}");
+    assert!(
+        log.ends_with("ERROR: cudaElfInspect: found 2 errors, 0 warnings and 0 infos in 1 files\n"),
+        "{log}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn baseline_ratchet_round_trip() {
+    let (t, prog) = small_tree();
+    let base = t.path().join("baseline.json");
+    let out = run(&["--system-lib-dirs", "--write-baseline", base.to_str().unwrap()], &[&prog]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = run(&["--system-lib-dirs", "--baseline", base.to_str().unwrap()], &[&prog]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("(2 known findings hidden by the baseline)")
+    );
+    // A new problem fails, and only it is reported.
+    let other = cuda_prog(t.path(), "other", &[]);
+    let (code, r) =
+        json(&["--system-lib-dirs", "--baseline", base.to_str().unwrap()], &[&prog, &other]);
+    assert_eq!(code, 1);
+    assert_eq!(r["findings"].as_array().unwrap().len(), 1);
+    assert_eq!(r["findings"][0]["path"], other.to_str().unwrap());
+}
+
+// ---- Inputs and bad input ----
+
+#[test]
+fn result_links_stdin_lists_and_broken_links() {
+    let (t, prog) = small_tree();
+    let result = t.path().join("result");
+    symlink(t.path().join("out"), &result).unwrap();
+    let (code, r) = json(&["--system-lib-dirs"], &[&result]);
+    assert_eq!(code, 1);
+    assert_eq!(r["files"][0]["path"], result.join("bin/prog").to_str().unwrap());
+    let mut child = Command::new(BIN)
+        .args(["--format", "json", "--system-lib-dirs", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    writeln!(child.stdin.take().unwrap(), "{}", prog.display()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["summary"]["files"], 1);
+    let broken = t.path().join("result-2");
+    symlink(t.path().join("gone"), &broken).unwrap();
+    let out = run(&[], &[&broken]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("result-2: broken symbolic link: no such file or directory"));
+}
+
+#[test]
+fn malformed_capability_lists_are_errors_with_nixpkgs_wording() {
+    for (list, want) in [
+        ("8.6;banana", "cannot parse CUDA capability 'banana'"),
+        ("8.8", "Requested unrecognized CUDA capabilities: [\"8.8\"]"),
+    ] {
+        let out = run(&["--cuda-capabilities", list], &[Path::new("/bin/sh")]);
+        assert_eq!(out.status.code(), Some(2), "{list}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(want),
+            "{list}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out =
+        run(&["--cuda-capabilities", "7.0", "--cuda-version", "13.0"], &[Path::new("/bin/sh")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("Requested CUDA capabilities which are too old for CUDA 13.0: [\"7.0\"]"));
+}
+
+#[test]
+fn corrupt_and_unreadable_files_are_named_and_exit_2() {
+    let t = tempfile::tempdir().unwrap();
+    let bad = t.path().join("libbad.so");
+    let mut bytes = std::fs::read("/bin/sh").unwrap();
+    bytes.truncate(100);
+    std::fs::write(&bad, &bytes).unwrap();
+    let out = run(&[], &[&bad]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("failed: {}: ", bad.display())), "{text}");
+    // Unreadable (as nobody; root reads everything).
+    let secret = t.path().join("secret.so");
+    std::fs::copy("/bin/sh", &secret).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN, "--color", "never"])
+        .arg(&secret)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains(&format!("{}: permission denied", secret.display())));
+}
