@@ -11,7 +11,7 @@ BINS := no-broken-symlinks auto-add-driver-runpath cuda-elf-inspect
 .PHONY: static demo test tools lint
 static:
 	RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked --target $(HOST)
-BINS := no-broken-symlinks auto-add-driver-runpath cuda-elf-inspect
+	@for b in $(BINS); do file $(STATIC_DIR)/$$b | grep -Eq 'statically linked|static-pie linked' || { echo "$$b is not static"; exit 1; }; done
 	@echo "static binaries in $(STATIC_DIR)"
 
 demo: static

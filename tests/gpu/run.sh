@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# GPU validation (issue 7), run on the lent GPU machine, never in CI:
+#
+#   tests/gpu/run.sh BIN_DIR OUT_DIR
+#
+# BIN_DIR holds our three static binaries (built here with `make static` and
+# carried over); OUT_DIR receives results.md (one line per check: PASS/FAIL and
+# what was seen) and the raw logs. Uses the machine's own nvcc, cuobjdump,
+# driver (/usr/local/nvidia/lib64) and PyTorch. docs/gpu-validation.md is
+# written from what this prints.
+set -u
+BIN=$(cd "${1:?BIN_DIR}" && pwd)
+OUT=$(mkdir -p "${2:?OUT_DIR}" && cd "$2" && pwd)
+SRC=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /tmp/gpu-validation.XXXX)
+results=$OUT/results.md
+: >"$results"
+pass=0
+fail=0
+record() { # record PASS|FAIL|INFO text
+  echo "- $1: $2" | tee -a "$results"
+  case $1 in PASS) pass=$((pass + 1)) ;; FAIL) fail=$((fail + 1)) ;; esac
+}
+section() { echo | tee -a "$results"; echo "## $1" | tee -a "$results"; }
+
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+NVCC=$(command -v nvcc || echo "$CUDA/bin/nvcc")
+CUOBJDUMP=$(command -v cuobjdump || echo "$CUDA/bin/cuobjdump")
+DRIVER=/usr/local/nvidia/lib64
+LOADER=/lib64/ld-linux-x86-64.so.2
+
+section "Machine"
+record INFO "date $(date -u +%Y-%m-%dT%H:%MZ)"
+record INFO "GPU $(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | head -n 1)"
+record INFO "nvcc $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+record INFO "cuobjdump $("$CUOBJDUMP" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+record INFO "kernel $(uname -r), $(nproc) cores"
+record INFO "libcuda.so.1 in the loader's default folders: $(ls /lib/x86_64-linux-gnu/libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so.1 /lib64/libcuda.so.1 /usr/lib64/libcuda.so.1 2>/dev/null | tr '\n' ' ')"
+
+# The driver where NixOS puts it.
+mkdir -p /run/opengl-driver
+ln -sfn "$DRIVER" /run/opengl-driver/lib
+
+# Runs a program through the loader with its cache ignored and no
+# LD_LIBRARY_PATH. libcuda copies in the default folders (container runtimes
+# put them there) are hidden with bind mounts in a private mount namespace, so
+# only RUNPATH can lead to the driver, as on NixOS.
+isolated() {
+  local masks=()
+  local f
+  for f in /lib/x86_64-linux-gnu/libcuda.so* /usr/lib/x86_64-linux-gnu/libcuda.so* /lib64/libcuda.so* /usr/lib64/libcuda.so*; do
+    [[ -e $f && ! -L $f ]] && masks+=("$f")
+  done
+  local script='for m in "${@:2:$1}"; do mount --bind /dev/null "$m"; done; shift $(($1 + 1)); exec env -u LD_LIBRARY_PATH '"$LOADER"' --inhibit-cache "$@"'
+  unshare -m bash -c "$script" _ "${#masks[@]}" "${masks[@]}" "$@" 2>&1
+}
+
+section "1. Driver lookup through RUNPATH"
+mkdir -p "$work/out/bin" "$work/out/lib"
+cp "$CUDA"/lib64/libcudart.so.1[0-9] "$work/out/lib/" 2>/dev/null || cp "$CUDA"/lib64/libcudart.so.* "$work/out/lib/"
+(cd "$work" &&
+  "$NVCC" -o out/bin/vadd_shared "$SRC/vadd.cu" -arch=sm_90 -cudart shared -Xlinker '-rpath=$ORIGIN/../lib' &&
+  "$NVCC" -o out/bin/vadd_static "$SRC/vadd.cu" -arch=sm_90 &&
+  "$NVCC" -Xcompiler -fPIC -shared -DVADD_LIBRARY -o out/lib/libvadd.so "$SRC/vadd.cu" -arch=sm_90 -cudart shared -Xlinker '-rpath=$ORIGIN' &&
+  gcc -o out/bin/host "$SRC/host.c" -ldl) >"$OUT/build.log" 2>&1 || record FAIL "nvcc builds (see build.log)"
+run_all() {
+  echo "vadd_shared: $(isolated "$work/out/bin/vadd_shared" | tail -n 1)"
+  echo "vadd_static: $(isolated "$work/out/bin/vadd_static" | tail -n 1)"
+  echo "dlopen libvadd.so: $(isolated "$work/out/bin/host" "$work/out/lib/libvadd.so" | tail -n 1)"
+}
+before=$(run_all)
+echo "$before" >"$OUT/before.txt"
+for prog in vadd_shared vadd_static "dlopen libvadd.so"; do
+  line=$(grep "^$prog:" <<<"$before")
+  if [[ $line == *"vadd ok"* ]]; then
+    record FAIL "before patching, $prog found the driver anyway: $line"
+  else
+    record PASS "before patching, $prog does not find the driver: ${line#*: }"
+  fi
+done
+"$BIN/auto-add-driver-runpath" "$work/out" >"$OUT/patch.log" 2>&1
+record INFO "auto-add-driver-runpath exit $? ($(grep -c 'using addDriverRunpath' "$OUT/patch.log") files patched)"
+for f in out/bin/vadd_shared out/bin/vadd_static out/lib/libvadd.so out/lib/libcudart.so.*; do
+  record INFO "RUNPATH of $(basename $f): $(readelf -d "$work/$f" | sed -n 's/.*RUNPATH.*\[\(.*\)\]/\1/p')"
+done
+after=$(run_all)
+echo "$after" >"$OUT/after.txt"
+for prog in vadd_shared vadd_static "dlopen libvadd.so"; do
+  line=$(grep "^$prog:" <<<"$after")
+  if [[ $line == *"vadd ok"* ]]; then
+    record PASS "after patching, $prog runs its kernel: ${line#*: }"
+  else
+    record FAIL "after patching, $prog: $line"
+  fi
+done
+"$BIN/auto-add-driver-runpath" "$work/out" >"$OUT/patch2.log" 2>&1
+if [[ -z $(grep 'using addDriverRunpath' "$OUT/patch2.log") ]]; then
+  record PASS "a second run changes nothing"
+else
+  record FAIL "a second run patched again: $(head -n 3 "$OUT/patch2.log")"
+fi
+
+section "2. Capability verdicts for this device (9.0) vs reality"
+declare -A flags=(
+  [sm80]="-gencode arch=compute_80,code=sm_80"
+  [ptx80]="-gencode arch=compute_80,code=compute_80"
+  [sm90]="-gencode arch=compute_90,code=sm_90"
+  [sm90a]="-gencode arch=compute_90a,code=sm_90a"
+  [sm100]="-gencode arch=compute_100,code=sm_100"
+  [sm80_ptx90]="-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=compute_90"
+)
+mkdir -p "$work/caps"
+for v in sm80 ptx80 sm90 sm90a sm100 sm80_ptx90; do
+  # shellcheck disable=SC2086
+  if ! "$NVCC" -o "$work/caps/$v" "$SRC/vadd.cu" ${flags[$v]} >>"$OUT/build.log" 2>&1; then
+    record FAIL "$v: nvcc failed"
+    continue
+  fi
+  "$BIN/auto-add-driver-runpath" "$work/caps/$v" >/dev/null 2>&1
+  json=$("$BIN/cuda-elf-inspect" --cuda-capabilities 9.0 --no-forward-compat --format json "$work/caps/$v")
+  if grep -q '"no-code-for-capability"' <<<"$json"; then predicted=none
+  elif grep -q '"ptx-only-capability"' <<<"$json"; then predicted=jit
+  else predicted=native; fi
+  plain=$(isolated "$work/caps/$v" | tail -n 1)
+  nojit=$(CUDA_DISABLE_PTX_JIT=1 isolated "$work/caps/$v" | tail -n 1)
+  # What happened: native code runs with the JIT disabled; JIT-only code runs
+  # only with it; no code fails with "no kernel image is available".
+  if [[ $plain == *"vadd ok"* && $nojit == *"vadd ok"* ]]; then actual=native
+  elif [[ $plain == *"vadd ok"* ]]; then actual=jit
+  elif [[ $plain == *"no kernel image is available for execution on the device"* ]]; then actual=none
+  else actual="other ($plain)"; fi
+  if [[ $predicted == "$actual" ]]; then
+    record PASS "$v: predicted $predicted, observed $actual ($plain | JIT disabled: $nojit)"
+  else
+    record FAIL "$v: predicted $predicted, observed $actual ($plain | JIT disabled: $nojit)"
+  fi
+done
+
+section "3. Real libraries: listing identical to this machine's cuobjdump"
+site=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)
+find "$site" "$CUDA/" -type f \( -name '*.so' -o -name '*.so.*' -o -name '*.a' \) 2>/dev/null | sort -u >"$work/candidates"
+record INFO "$(wc -l <"$work/candidates") candidate files under $site and $CUDA"
+compare_one() { # file -> one line: STATUS name seconds_ours seconds_theirs
+  local f=$1 opts status=same t0 t1 t2 ours theirs
+  for opts in "--list-elf" "--list-ptx" "--list-elf --all-fatbin" "--list-ptx --all-fatbin"; do
+    t0=$(date +%s%N)
+    # shellcheck disable=SC2086
+    theirs=$(cd /tmp && "$CUOBJDUMP" $opts "$f" 2>&1; echo "exit $?")
+    t1=$(date +%s%N)
+    # shellcheck disable=SC2086
+    ours=$(cd /tmp && "$BIN/cuda-elf-inspect" $opts "$f" 2>&1 | sed "s/^cuda-elf-inspect /cuobjdump /"; echo "exit ${PIPESTATUS[0]}")
+    t2=$(date +%s%N)
+    [[ $ours == "$theirs" ]] || status=DIFF
+    echo "T $(((t2 - t1) / 1000)) $(((t1 - t0) / 1000))" >>"$work/times.$$"
+    if [[ $opts == --list-elf && $theirs == *"does not contain device code"* ]]; then
+      echo "NODEV $f"
+      return
+    fi
+  done
+  echo "$status $f"
+}
+export -f compare_one
+export CUOBJDUMP BIN work
+timeout 300 xargs -a "$work/candidates" -P "$(nproc)" -I{} bash -c 'compare_one "$@"' _ {} >"$OUT/listing.txt" 2>&1
+same=$(grep -c '^same ' "$OUT/listing.txt")
+diff=$(grep -c '^DIFF ' "$OUT/listing.txt")
+nodev=$(grep -c '^NODEV ' "$OUT/listing.txt")
+cat "$work"/times.* 2>/dev/null | awk '{o += $2; t += $3} END {printf "%.1f %.1f\n", o / 1e6, t / 1e6}' >"$work/totals"
+read -r t_ours t_theirs <"$work/totals"
+record INFO "$((same + diff + nodev)) of $(wc -l <"$work/candidates") files compared within the time limit; $nodev without device code (both agree on that)"
+if ((diff == 0 && same > 0)); then
+  record PASS "$same files with device code: all 4 listings identical (stdout, stderr, exit status)"
+else
+  record FAIL "$diff of $((same + diff)) files with device code differ: $(grep '^DIFF ' "$OUT/listing.txt" | head -n 5 | tr '\n' ' ')"
+fi
+record INFO "time for all listings: ours ${t_ours} s, cuobjdump ${t_theirs} s (ratio $(awk -v a="$t_theirs" -v b="$t_ours" 'BEGIN { if (b > 0) printf "%.0fx", a / b }'))"
+grep '^same ' "$OUT/listing.txt" | sed 's/^same //' | xargs -r ls -S 2>/dev/null | head -n 5 | while read -r f; do
+  record INFO "largest compared: $(basename "$f") ($(($(stat -c %s "$f") / 1048576)) MB)"
+done
+
+section "4. Real libraries patched, then used by PyTorch"
+patched=$work/patched
+mkdir -p "$patched"
+for d in "$site/torch/lib" "$site"/nvidia/*/lib; do
+  [[ -d $d ]] && cp -L "$d"/*.so* "$patched/" 2>/dev/null
+done
+record INFO "$(ls "$patched" | wc -l) libraries copied ($(du -sh "$patched" | cut -f1))"
+"$BIN/auto-add-driver-runpath" "$patched" >"$OUT/patch-torch.log" 2>&1
+record INFO "auto-add-driver-runpath exit $?: $(grep -c 'using addDriverRunpath' "$OUT/patch-torch.log") patched, $(wc -l <"$OUT/patch-torch.log") log lines"
+"$BIN/cuda-elf-inspect" --format json "$patched" >"$OUT/audit-torch.json" 2>"$OUT/audit-torch.err"
+record INFO "audit of the patched copies: exit $? ($(python3 -c "import json; d=json.load(open('$OUT/audit-torch.json')); s=d['summary']; print(s['files'], 'files,', sum(1 for f in d['findings'] if f['check']=='missing-driver-runpath'), 'missing-driver-runpath')" 2>&1))"
+torch_out=$(LD_LIBRARY_PATH=$patched python3 - "$patched" 2>&1 <<'PY'
+import sys, torch
+a = torch.randn(4096, 4096, device="cuda")
+b = a @ a
+torch.cuda.synchronize()
+ref = (a.double() @ a.double()).float()
+err = (b - ref).abs().max().item()
+maps = open("/proc/self/maps").read()
+used = sorted({l.split()[-1] for l in maps.splitlines() if sys.argv[1] in l})
+print(f"matmul max error {err:.3g}; {len(used)} patched libraries mapped, e.g. {', '.join(p.rsplit('/', 1)[1] for p in used[:6])}")
+PY
+)
+echo "$torch_out" >"$OUT/torch.txt"
+if [[ $torch_out == *"patched libraries mapped"* && $torch_out != *" 0 patched"* ]]; then
+  record PASS "PyTorch matmul on the GPU with the patched copies first: $(tail -n 1 <<<"$torch_out")"
+else
+  record FAIL "PyTorch with patched copies: $(tail -n 3 <<<"$torch_out")"
+fi
+
+section "Total"
+record INFO "$pass passed, $fail failed"
+echo "$pass passed, $fail failed"
+rm -rf "$work"
+((fail == 0))
