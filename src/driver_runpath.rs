@@ -263,7 +263,16 @@ fn process_inner(
                 .into());
             }
         }
-        if cfg.in_place {
+        // In place only when the switch is one write within one page, which
+        // no reader or crash can see half done; otherwise replace.
+        let one_write = match rw.edits.as_slice() {
+            [e] => {
+                !e.bytes.is_empty()
+                    && e.offset / 4096 == (e.offset + e.bytes.len() as u64 - 1) / 4096
+            }
+            _ => false,
+        };
+        if cfg.in_place && one_write {
             match OpenOptions::new().read(true).write(true).open(path) {
                 Ok(rwfile) => {
                     append_and_verify(&rwfile, &elf, &rw, value, tag, map.len() as u64, cfg.sync)?;
