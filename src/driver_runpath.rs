@@ -497,6 +497,9 @@ pub fn run(
 ) -> io::Result<RunReport> {
     let mut report = RunReport::default();
     let mut groups: HashMap<(u64, u64), Vec<PathBuf>> = HashMap::new();
+    // Files whose metadata vanished after the walk saw them: processing
+    // reports the error, naming the file.
+    let mut vanished: Vec<Vec<PathBuf>> = Vec::new();
     for output in outputs {
         if std::fs::metadata(&output.path).is_err() {
             fix_log.error(&Msg::new("output ").p(&output.path).s(" does not exist"));
@@ -516,12 +519,11 @@ pub fn run(
         for (path, key) in walked.items {
             match key {
                 Ok(key) => groups.entry(key).or_default().push(path),
-                // Vanished after the walk saw it: processing reports it.
-                Err(_) => groups.entry((u64::MAX, groups.len() as u64)).or_default().push(path),
+                Err(_) => vanished.push(vec![path]),
             }
         }
     }
-    let mut inodes: Vec<Vec<PathBuf>> = groups.into_values().collect();
+    let mut inodes: Vec<Vec<PathBuf>> = groups.into_values().chain(vanished).collect();
     for names in inodes.iter_mut() {
         names.sort();
     }
