@@ -477,6 +477,20 @@ runHook postFixup
     assert!(!String::from_utf8_lossy(&out.stdout).contains("Using autoAddDriverRunpath"));
     assert_eq!(search_path(&dir.join("store/o-out/bin/q")), None);
 
+    // The deprecated opt-out still works, and says it is deprecated.
+    let deprecated = std::fs::read_to_string(dir.join("build.sh")).unwrap().replace(
+        "source ./hook.sh\nsource",
+        "dontUseAutoAddOpenGLRunpath=1\nsource ./hook.sh\nsource",
+    );
+    std::fs::write(dir.join("deprecated.sh"), deprecated).unwrap();
+    let out =
+        std::process::Command::new("bash").arg("deprecated.sh").current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("dontUseAutoAddOpenGLRunpath is deprecated"), "{stdout}");
+    assert!(!stdout.contains("Using autoAddDriverRunpath"), "{stdout}");
+    assert_eq!(search_path(&dir.join("store/o-out/bin/q")), None);
+
     // The addDriverRunpath function, called by hand on one file.
     std::fs::write(
         dir.join("byhand.sh"),
