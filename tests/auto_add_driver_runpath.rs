@@ -501,6 +501,14 @@ runHook postFixup
         std::process::Command::new("bash").arg("byhand.sh").current_dir(dir).output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(search_path(&dir.join("store/o-out/bin/q")), Some(("RPATH".into(), DRIVER.into())));
+    std::fs::write(dir.join("bad.sh"), "source ./hook.sh >/dev/null\naddDriverRunpath --xyz f\n")
+        .unwrap();
+    let out = std::process::Command::new("bash").arg("bad.sh").current_dir(dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "addDriverRunpath: ERROR: Invalid command line argument: --xyz\n"
+    );
 }
 
 #[test]
