@@ -1000,3 +1000,43 @@ derivation ({
         assert_eq!(sh(dir, &format!("{}/bin/p", result.display())), "built by nix\n");
     }
 }
+
+#[test]
+fn patchelf_still_works_on_our_output_as_autoaddcudacompatrunpath_needs() {
+    let patchelf = tool("patchelf");
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    build_fixtures(dir);
+    sh(dir, "cp out/bin/pie out/bin/pie-grow");
+    no_spare_header(&dir.join("out/bin/pie-grow"));
+    let r = bin(dir, &["out"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    // autoAddCudaCompatRunpath runs later and puts cuda_compat first.
+    for f in ["bin/pie", "bin/pie-grow", "bin/nopie-rpath", "lib/libans.so"] {
+        let p = dir.join("out").join(f);
+        let old = sh(dir, &format!("'{}' --print-rpath {}", patchelf.display(), p.display()));
+        sh(
+            dir,
+            &format!(
+                "'{}' --set-rpath '/compat/lib:{}' {}",
+                patchelf.display(),
+                old.trim(),
+                p.display()
+            ),
+        );
+    }
+    assert_eq!(
+        sh(dir, "./out/bin/pie && ./out/bin/pie-grow && ./out/bin/nopie-rpath"),
+        "hello from lib 42\n".repeat(3)
+    );
+    assert_eq!(sh(dir, "./host out/lib/libans.so"), "hello from lib 42\n");
+    assert_eq!(
+        search_path(&dir.join("out/bin/pie")).unwrap().1,
+        format!("/compat/lib:{DRIVER}:$ORIGIN/../lib")
+    );
+    // And a second run of ours keeps that order: the driver entry is present.
+    let snap = snapshot(&dir.join("out"));
+    let r = bin(dir, &["--in-place", "out"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert!(snap == snapshot(&dir.join("out")));
+}
