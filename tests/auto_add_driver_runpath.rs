@@ -1040,3 +1040,49 @@ fn patchelf_still_works_on_our_output_as_autoaddcudacompatrunpath_needs() {
     assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     assert!(snap == snapshot(&dir.join("out")));
 }
+
+/// Nixpkgs issue 434101: with separateDebugInfo, patchelf lost symbols next
+/// to `.nv_fatbin`. Here: a CUDA library split the way separateDebugInfo does
+/// (debug file under `lib/debug/.build-id`, `.gnu_debuglink` in the library),
+/// then patched: the debug file is skipped untouched, the library keeps its
+/// symbols, device code and debug link.
+#[test]
+fn cuda_library_with_separate_debug_info() {
+    let nvcc = tool("nvcc");
+    let cuobjdump = tool("cuobjdump");
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(
+        dir.join("k.cu"),
+        "__global__ void k(int *x) { x[threadIdx.x] += 1; }\n\
+         extern \"C\" int launch(int *d) { k<<<1, 16>>>(d); return (int)cudaDeviceSynchronize(); }\n",
+    )
+    .unwrap();
+    let cuda = root().join(".tools/cuda");
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p out/lib debug/lib/debug/.build-id/aa
+             '{}' -g -shared -Xcompiler -fPIC -cudart shared -L'{}/lib' -arch=sm_90 -o out/lib/libk.so k.cu
+             objcopy --only-keep-debug out/lib/libk.so debug/lib/debug/.build-id/aa/bbbb.debug
+             strip --strip-debug out/lib/libk.so
+             objcopy --add-gnu-debuglink=debug/lib/debug/.build-id/aa/bbbb.debug out/lib/libk.so",
+            nvcc.display(),
+            cuda.display()
+        ),
+    );
+    let lib = dir.join("out/lib/libk.so");
+    let syms = || sh(dir, "readelf -W --dyn-syms --syms out/lib/libk.so");
+    let list = || sh(dir, &format!("'{}' --list-elf out/lib/libk.so", cuobjdump.display()));
+    let link = || section_bytes(&lib, ".gnu_debuglink");
+    let (s0, l0, k0, f0) = (syms(), list(), link(), section_bytes(&lib, ".nv_fatbin"));
+    let debug_snap = snapshot(&dir.join("debug"));
+    let r = bin(dir, &["--in-place", "out", "debug"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert_eq!(s0, syms());
+    assert_eq!(l0, list());
+    assert_eq!(k0, link());
+    assert_eq!(f0, section_bytes(&lib, ".nv_fatbin"));
+    assert!(debug_snap == snapshot(&dir.join("debug")), "the debug file changed");
+    assert_eq!(search_path(&lib).unwrap().1, DRIVER);
+}
