@@ -937,6 +937,24 @@ mod tests {
     }
 
     #[test]
+    fn only_the_tag_changes_when_the_string_is_right() {
+        let l = Layout { is64: true, little: true };
+        let data = synthetic(l, 62, false);
+        let elf = Elf::parse(&data).unwrap();
+        let dynamic = elf.dynamic().unwrap().unwrap();
+        let rw = rewrite(&elf, &dynamic, b"/old/path", Tag::Rpath).unwrap();
+        assert_eq!(rw.strategy, Strategy::TagOnly);
+        assert_eq!(rw.edits.len(), 1);
+        assert_eq!(rw.edits[0].bytes.len(), 8);
+        let new = apply(&data, &rw);
+        assert_eq!(new.len(), data.len());
+        verify(&elf, &new, b"/old/path", Tag::Rpath).unwrap();
+        let parsed = Elf::parse(&new).unwrap();
+        let nd = parsed.dynamic().unwrap().unwrap();
+        assert_eq!(current_path(&parsed, &nd).unwrap(), Some((&b"/old/path"[..], Tag::Rpath)));
+    }
+
+    #[test]
     fn a_corrupted_result_fails_verification() {
         let l = Layout { is64: true, little: true };
         let data = synthetic(l, 62, false);
