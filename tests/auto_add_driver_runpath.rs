@@ -1054,3 +1054,43 @@ fn cuda_library_with_separate_debug_info() {
     assert!(debug_snap == snapshot(&dir.join("debug")), "the debug file changed");
     assert_eq!(search_path(&lib).unwrap().1, DRIVER);
 }
+
+/// Every shared library in /usr/lib/x86_64-linux-gnu and every program in
+/// /usr/bin of this machine (Debian's builds, ~950 ELF files), copied and
+/// patched in both modes: readelf reads the same dynamic symbols and
+/// versions, and programs run on the patched libraries. Opt-in
+/// (`cargo test --release -- --ignored`): it copies 1.3 GB.
+#[test]
+#[ignore = "copies the system's libraries and programs (1.3 GB)"]
+fn system_corpus() {
+    let t = tempfile::tempdir_in(root().join(".cache")).unwrap();
+    let dir = t.path();
+    sh(
+        dir,
+        "set -e; for m in replace in-place; do mkdir -p $m/lib $m/bin
+         find /usr/lib/x86_64-linux-gnu -maxdepth 1 -type f -name '*.so*' -exec cp {} $m/lib/ \\;
+         find /usr/bin -maxdepth 1 -type f -exec cp -p {} $m/bin/ \\; ; done",
+    );
+    let files: Vec<String> = sh(dir, "cd replace && find . -type f | sort")
+        .lines()
+        .map(|l| l.trim_start_matches("./").to_string())
+        .filter(|f| std::fs::read(dir.join("replace").join(f)).unwrap().starts_with(b"\x7fELF"))
+        .collect();
+    assert!(files.len() > 100);
+    let info = |p: &Path| sh(dir, &format!("readelf -W --dyn-syms -V '{}' 2>&1", p.display()));
+    let before: Vec<String> = files.iter().map(|f| info(&dir.join("replace").join(f))).collect();
+    for (folder, mode) in [("replace", &[][..]), ("in-place", &["--in-place"][..])] {
+        let r = bin(dir, &[mode, &[folder]].concat());
+        assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+        for (f, b) in files.iter().zip(&before) {
+            assert_eq!(b, &info(&dir.join(folder).join(f)), "{folder}/{f}");
+        }
+        let run =
+            |cmd: &str| sh(dir, &format!("LD_LIBRARY_PATH=$PWD/{folder}/lib {folder}/bin/{cmd}"));
+        assert!(run("perl -e 'print 42'").contains("42"));
+        assert!(run("git --version").starts_with("git version"));
+        if files.iter().any(|f| f == "bin/python3.11") {
+            assert!(run("python3.11 -c 'import ssl, sqlite3, ctypes; print(7)'").contains('7'));
+        }
+    }
+}
