@@ -1094,3 +1094,70 @@ fn system_corpus() {
         }
     }
 }
+
+/// A real `nix-build` (Nix 2.8, store under a temp folder, no sandbox) of a
+/// derivation whose builder compiles a program and a library, sources the
+/// hook and runs the postFixup hooks, with and without structured attributes.
+#[test]
+fn hook_in_a_real_nix_build() {
+    let nix_build = tool("nix-build");
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let hook = std::fs::read_to_string(root().join("hooks/auto-add-driver-runpath.sh"))
+        .unwrap()
+        .replace("@autoAddDriverRunpath@", env!("CARGO_BIN_EXE_auto-add-driver-runpath"));
+    std::fs::write(dir.join("hook.sh"), hook).unwrap();
+    std::fs::write(
+        dir.join("builder.sh"),
+        r#"set -euo pipefail
+postFixupHooks=()
+runHook() { local h; for h in "${postFixupHooks[@]}"; do eval "$h"; done; }
+if [[ -e ${NIX_BUILD_TOP:-/nonexistent}/.attrs.sh ]]; then
+  source "$NIX_BUILD_TOP/.attrs.sh"
+  out=${outputs[out]}
+fi
+mkdir -p "$out/bin" "$out/lib"
+printf '#include <stdio.h>\nint main(void) { puts("built by nix"); return 0; }\n' > p.c
+gcc -o "$out/bin/p" p.c
+gcc -shared -fPIC -o "$out/lib/libp.so" p.c
+source "$hook"
+runHook postFixup
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("default.nix"),
+        r#"{ structured ? false }:
+derivation ({
+  name = "hook-test";
+  system = builtins.currentSystem;
+  builder = "/bin/bash";
+  args = [ ./builder.sh ];
+  PATH = builtins.getEnv "PATH";
+  hook = toString ./. + "/hook.sh";
+} // (if structured then { __structuredAttrs = true; } else { }))
+"#,
+    )
+    .unwrap();
+    for structured in ["false", "true"] {
+        let result = dir.join(format!("result-{structured}"));
+        let out = std::process::Command::new(&nix_build)
+            .args(["--option", "substituters", "", "--option", "sandbox", "false"])
+            .args(["--option", "build-users-group", "", "--arg", "structured", structured])
+            .arg("-o")
+            .arg(&result)
+            .arg(dir.join("default.nix"))
+            .env("NIX_STORE_DIR", dir.join("store"))
+            .env("NIX_STATE_DIR", dir.join("state"))
+            .env("NIX_LOG_DIR", dir.join("log"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "structured={structured}: {}", text(&out));
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(log.contains("Using autoAddDriverRunpath"), "{log}");
+        assert!(log.contains("using addDriverRunpath to fix"), "{log}");
+        assert_eq!(search_path(&result.join("bin/p")).unwrap().1, DRIVER);
+        assert_eq!(search_path(&result.join("lib/libp.so")).unwrap().1, DRIVER);
+        assert_eq!(sh(dir, &format!("{}/bin/p", result.display())), "built by nix\n");
+    }
+}
