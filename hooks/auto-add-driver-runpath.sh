@@ -51,8 +51,15 @@ if ! declare -F addDriverRunpath >/dev/null; then
             *) break ;;
             esac
         done
-        [[ $# -gt 0 ]] || return 0
-        "@autoAddDriverRunpath@" --in-place "${flags[@]}" -- "$@"
+        # Upstream skips what is not an ELF file, a missing one (an unmatched
+        # glob) included.
+        local -a files=()
+        local f
+        for f in "$@"; do
+            [[ -f $f ]] && files+=("$f")
+        done
+        [[ ${#files[@]} -gt 0 ]] || return 0
+        "@autoAddDriverRunpath@" --in-place "${flags[@]}" -- "${files[@]}"
     }
 fi
 

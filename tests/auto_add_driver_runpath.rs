@@ -494,7 +494,7 @@ runHook postFixup
     // The addDriverRunpath function, called by hand on one file.
     std::fs::write(
         dir.join("byhand.sh"),
-        "set -eu\nsource ./hook.sh >/dev/null\naddDriverRunpath --force-rpath store/o-out/bin/q\n",
+        "set -eu\nsource ./hook.sh >/dev/null\naddDriverRunpath --force-rpath store/o-out/bin/q store/nothing/*.so\n",
     )
     .unwrap();
     let out =
