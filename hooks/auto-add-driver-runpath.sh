@@ -39,7 +39,27 @@ autoAddDriverRunpathFixup() {
 # is already defined.
 if ! declare -F addDriverRunpath >/dev/null; then
     addDriverRunpath() {
-        "@autoAddDriverRunpath@" --in-place "$@"
+        local -a flags=()
+        while [[ $# -gt 0 ]]; do
+            case $1 in
+            --) shift; break ;;
+            --force-rpath) flags+=(--force-rpath); shift ;;
+            --*)
+                echo "addDriverRunpath: ERROR: Invalid command line argument: $1" >&2
+                return 1
+                ;;
+            *) break ;;
+            esac
+        done
+        # Upstream skips what is not an ELF file, a missing one (an unmatched
+        # glob) included.
+        local -a files=()
+        local f
+        for f in "$@"; do
+            [[ -f $f ]] && files+=("$f")
+        done
+        [[ ${#files[@]} -gt 0 ]] || return 0
+        "@autoAddDriverRunpath@" --in-place "${flags[@]}" -- "${files[@]}"
     }
 fi
 

@@ -263,7 +263,16 @@ fn process_inner(
                 .into());
             }
         }
-        if cfg.in_place {
+        // In place only when the switch is one write within one page, which
+        // no reader or crash can see half done; otherwise replace.
+        let one_write = match rw.edits.as_slice() {
+            [e] => {
+                !e.bytes.is_empty()
+                    && e.offset / 4096 == (e.offset + e.bytes.len() as u64 - 1) / 4096
+            }
+            _ => false,
+        };
+        if cfg.in_place && one_write {
             match OpenOptions::new().read(true).write(true).open(path) {
                 Ok(rwfile) => {
                     append_and_verify(&rwfile, &elf, &rw, value, tag, map.len() as u64, cfg.sync)?;
@@ -488,6 +497,9 @@ pub fn run(
 ) -> io::Result<RunReport> {
     let mut report = RunReport::default();
     let mut groups: HashMap<(u64, u64), Vec<PathBuf>> = HashMap::new();
+    // Files whose metadata vanished after the walk saw them: processing
+    // reports the error, naming the file.
+    let mut vanished: Vec<Vec<PathBuf>> = Vec::new();
     for output in outputs {
         if std::fs::metadata(&output.path).is_err() {
             fix_log.error(&Msg::new("output ").p(&output.path).s(" does not exist"));
@@ -507,12 +519,11 @@ pub fn run(
         for (path, key) in walked.items {
             match key {
                 Ok(key) => groups.entry(key).or_default().push(path),
-                // Vanished after the walk saw it: processing reports it.
-                Err(_) => groups.entry((u64::MAX, groups.len() as u64)).or_default().push(path),
+                Err(_) => vanished.push(vec![path]),
             }
         }
     }
-    let mut inodes: Vec<Vec<PathBuf>> = groups.into_values().collect();
+    let mut inodes: Vec<Vec<PathBuf>> = groups.into_values().chain(vanished).collect();
     for names in inodes.iter_mut() {
         names.sort();
     }

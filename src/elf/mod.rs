@@ -517,6 +517,10 @@ impl<'a> Elf<'a> {
         let slots = bytes.len() as u64 / size;
         let mut entries = Vec::new();
         for i in 0..slots {
+            // Real files have dozens; a corrupt size must not make us allocate.
+            if i >= MAX_HEADERS {
+                return Err(ElfError::Corrupt(format!("more than {MAX_HEADERS} dynamic entries")));
+            }
             let at = i * size;
             let tag = if l.is64 {
                 l.u64(bytes, at, "dynamic entry")? as i64
