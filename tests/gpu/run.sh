@@ -35,24 +35,28 @@ record INFO "GPU $(nvidia-smi --query-gpu=name,driver_version,compute_cap --form
 record INFO "nvcc $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
 record INFO "cuobjdump $("$CUOBJDUMP" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
 record INFO "kernel $(uname -r), $(nproc) cores"
-record INFO "libcuda.so.1 in the loader's default folders: $(ls /lib/x86_64-linux-gnu/libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so.1 /lib64/libcuda.so.1 /usr/lib64/libcuda.so.1 2>/dev/null | tr '\n' ' ')"
+record INFO "libcuda.so.1 in the loader's default folders: $(ls -l /lib/x86_64-linux-gnu/libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so.1 /lib64/libcuda.so.1 /usr/lib64/libcuda.so.1 /lib/libcuda.so.1 /usr/lib/libcuda.so.1 2>/dev/null | sed 's/.* \//\//' | tr '\n' ' ')"
 
-# The driver where NixOS puts it.
-mkdir -p /run/opengl-driver
-ln -sfn "$DRIVER" /run/opengl-driver/lib
+# The driver where NixOS puts it: /run/opengl-driver/lib. This machine's
+# container runtime also links libcuda into /usr/lib (a default folder), so
+# a program would find it without any RUNPATH. To test what NixOS does, the
+# driver folder is copied, the copy's libraries get the driver RUNPATH (as
+# NixOS's driver package has: libcuda dlopens its siblings), and programs run
+# in a private mount namespace where the original folder is hidden by an
+# empty one, so that the /usr/lib links dangle and only RUNPATH leads to the
+# driver.
+driver_copy=$work/opengl-driver-lib
+cp -a "$DRIVER/." "$driver_copy/"
+"$BIN/auto-add-driver-runpath" "$driver_copy" >"$OUT/patch-driver.log" 2>&1
+record INFO "driver folder copied ($(du -sh "$driver_copy" | cut -f1)) and patched: exit $?"
+mkdir -p /run/opengl-driver "$work/empty"
+ln -sfn "$driver_copy" /run/opengl-driver/lib
 
-# Runs a program through the loader with its cache ignored and no
-# LD_LIBRARY_PATH. libcuda copies in the default folders (container runtimes
-# put them there) are hidden with bind mounts in a private mount namespace, so
-# only RUNPATH can lead to the driver, as on NixOS.
+# Runs a program through the loader with its cache ignored, no
+# LD_LIBRARY_PATH, and the original driver folders hidden.
 isolated() {
-  local masks=()
-  local f
-  for f in /lib/x86_64-linux-gnu/libcuda.so* /usr/lib/x86_64-linux-gnu/libcuda.so* /lib64/libcuda.so* /usr/lib64/libcuda.so*; do
-    [[ -e $f && ! -L $f ]] && masks+=("$f")
-  done
-  local script='for m in "${@:2:$1}"; do mount --bind /dev/null "$m"; done; shift $(($1 + 1)); exec env -u LD_LIBRARY_PATH '"$LOADER"' --inhibit-cache "$@"'
-  unshare -m bash -c "$script" _ "${#masks[@]}" "${masks[@]}" "$@" 2>&1
+  local script='for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do [ -d "$d" ] && mount --bind "$0" "$d"; done; exec env -u LD_LIBRARY_PATH '"$LOADER"' --inhibit-cache "$@"'
+  unshare -m bash -c "$script" "$work/empty" "$@" 2>&1
 }
 
 section "1. Driver lookup through RUNPATH"
@@ -125,8 +129,9 @@ for v in sm80 ptx80 sm90 sm90a sm100 sm80_ptx90; do
   if grep -q '"no-code-for-capability"' <<<"$json"; then predicted=none
   elif grep -q '"ptx-only-capability"' <<<"$json"; then predicted=jit
   else predicted=native; fi
-  plain=$(isolated "$work/caps/$v" | tail -n 1)
-  nojit=$(CUDA_DISABLE_PTX_JIT=1 isolated "$work/caps/$v" | tail -n 1)
+  # No JIT cache: a kernel compiled by an earlier run must not pass for native code.
+  plain=$(CUDA_CACHE_DISABLE=1 isolated "$work/caps/$v" | tail -n 1)
+  nojit=$(CUDA_CACHE_DISABLE=1 CUDA_DISABLE_PTX_JIT=1 isolated "$work/caps/$v" | tail -n 1)
   # What happened: native code runs with the JIT disabled; JIT-only code runs
   # only with it; no code fails with "no kernel image is available".
   if [[ $plain == *"vadd ok"* && $nojit == *"vadd ok"* ]]; then actual=native
@@ -178,23 +183,32 @@ else
   record FAIL "$diff of $((same + diff)) files with device code differ: $(grep '^DIFF ' "$OUT/listing.txt" | head -n 5 | tr '\n' ' ')"
 fi
 record INFO "time for all listings: ours ${t_ours} s, cuobjdump ${t_theirs} s (ratio $(awk -v a="$t_theirs" -v b="$t_ours" 'BEGIN { if (b > 0) printf "%.0fx", a / b }'))"
+for f in $(grep '^DIFF ' "$OUT/listing.txt" | sed 's/^DIFF //' | head -n 3); do
+  n=$(basename "$f")
+  (cd /tmp && "$CUOBJDUMP" --list-elf --all-fatbin "$f" >"$OUT/diff-$n-cuobjdump.txt" 2>&1)
+  (cd /tmp && "$BIN/cuda-elf-inspect" --list-elf --all-fatbin "$f" >"$OUT/diff-$n-ours.txt" 2>&1)
+  "$BIN/cuda-elf-inspect" --summary --headers-only --format json "$f" >"$OUT/diff-$n-summary.json" 2>&1
+  readelf -SW "$f" >"$OUT/diff-$n-sections.txt" 2>&1
+done
 grep '^same ' "$OUT/listing.txt" | sed 's/^same //' | xargs -r ls -S 2>/dev/null | head -n 5 | while read -r f; do
   record INFO "largest compared: $(basename "$f") ($(($(stat -c %s "$f") / 1048576)) MB)"
 done
 
 section "4. Real libraries patched, then used by PyTorch"
-patched=$work/patched
+# PyTorch loads its CUDA libraries by absolute path from its own package
+# folders, so LD_LIBRARY_PATH would not put copies first: the packages are
+# copied whole into a folder that comes first on PYTHONPATH, patched there.
+patched=$work/site
 mkdir -p "$patched"
-for d in "$site/torch/lib" "$site"/nvidia/*/lib; do
-  [[ -d $d ]] && cp -L "$d"/*.so* "$patched/" 2>/dev/null
-done
-record INFO "$(ls "$patched" | wc -l) libraries copied ($(du -sh "$patched" | cut -f1))"
+cp -a "$site/torch" "$site/nvidia" "$patched/"
+record INFO "torch and nvidia packages copied: $(find "$patched" -name '*.so*' -type f | wc -l) shared objects ($(du -sh "$patched" | cut -f1))"
 "$BIN/auto-add-driver-runpath" "$patched" >"$OUT/patch-torch.log" 2>&1
 record INFO "auto-add-driver-runpath exit $?: $(grep -c 'using addDriverRunpath' "$OUT/patch-torch.log") patched, $(wc -l <"$OUT/patch-torch.log") log lines"
 "$BIN/cuda-elf-inspect" --format json "$patched" >"$OUT/audit-torch.json" 2>"$OUT/audit-torch.err"
 record INFO "audit of the patched copies: exit $? ($(python3 -c "import json; d=json.load(open('$OUT/audit-torch.json')); s=d['summary']; print(s['files'], 'files,', sum(1 for f in d['findings'] if f['check']=='missing-driver-runpath'), 'missing-driver-runpath')" 2>&1))"
-torch_out=$(LD_LIBRARY_PATH=$patched python3 - "$patched" 2>&1 <<'PY'
+torch_out=$(PYTHONPATH=$patched python3 - "$patched" 2>&1 <<'PY'
 import sys, torch
+assert torch.__file__.startswith(sys.argv[1]), torch.__file__
 a = torch.randn(4096, 4096, device="cuda")
 b = a @ a
 torch.cuda.synchronize()
