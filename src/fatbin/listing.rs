@@ -117,8 +117,14 @@ impl<'w> Lister<'w> {
             }
             Object::Elf(elf) => {
                 let has_exec = elf.sections.iter().any(|s| s.name == NV_FATBIN);
-                for section in &elf.sections {
-                    self.counts.device_code = true;
+                self.counts.device_code |= !elf.sections.is_empty();
+                // `.nv_fatbin` sections come first, then `__nv_relfatbin`,
+                // whatever their order in the file: cuobjdump 13.0 lists
+                // libnccl.so.2 (relocatable section first in the file) this
+                // way under -all (found on the GPU machine, docs/gpu-validation.md).
+                let exec = elf.sections.iter().filter(|s| s.name == NV_FATBIN);
+                let rel = elf.sections.iter().filter(|s| s.name != NV_FATBIN);
+                for section in exec.chain(rel) {
                     if self.options.all || (section.name == NV_FATBIN) == has_exec {
                         self.region(&section.region)?;
                     }
