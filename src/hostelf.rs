@@ -67,7 +67,7 @@ pub enum Object<'a> {
     /// A raw fatbin (`nvcc -fatbin`).
     Fatbin(Region<'a>),
     /// A bare cubin (`nvcc -cubin`), with what its header says.
-    Cubin(Result<CubinInfo, String>),
+    Cubin(Result<CubinInfo, cubin::CubinError>),
     /// Anything else: no device code.
     Other,
 }

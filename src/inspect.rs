@@ -278,7 +278,7 @@ fn collect(
                     ptx: None,
                     decode_error: None,
                 }),
-                Err(e) => report.errors.push(prefix(e.clone())),
+                Err(e) => report.errors.push(prefix(e.to_string())),
             }
         }
         Object::Other => {}
@@ -374,7 +374,7 @@ fn look_inside(kind: Kind, bytes: &[u8], r: &mut EntryReport) {
                 r.link_stub = Some(info.is_link_stub());
                 r.cubin = Some(info);
             }
-            Err(e) => r.decode_error = Some(e),
+            Err(e) => r.decode_error = Some(e.to_string()),
         },
         Kind::Ptx => r.ptx = Some(cubin::read_ptx(bytes)),
         _ => {}
