@@ -166,29 +166,32 @@ pub fn inspect_path(path: &Path, options: Options) -> FileReport {
         }
     };
     report.size = data.len() as u64;
-    inspect_bytes_with(&data, options, &mut report, &|part| data.release(part));
+    inspect_bytes_with(&data, options, &mut report, &|part| data.release(part), Some(path));
     report
 }
 
 /// Fills `report` from a file's bytes.
 pub fn inspect_bytes(data: &[u8], options: Options, report: &mut FileReport) {
-    inspect_bytes_with(data, options, report, &|_| {})
+    inspect_bytes_with(data, options, report, &|_| {}, None)
 }
 
 /// [`inspect_bytes`], calling `release` with the bytes it is done reading
 /// (headers walked, payloads decoded) so that a memory-mapped caller keeps
 /// its resident memory independent of the file size ([`hostelf::Mapped::release`]).
+/// `thin_base` is the file's path when it is one: a thin archive's members
+/// are read from the files next to it (their offsets are then in those files).
 pub fn inspect_bytes_with(
     data: &[u8],
     options: Options,
     report: &mut FileReport,
     release: &(dyn Fn(&[u8]) + Sync),
+    thin_base: Option<&Path>,
 ) {
     match hostelf::parse_with(data, &mut |part| release(part)) {
         Ok(object) => {
             report.format = object.format();
             let mut skip = Vec::new();
-            let ctx = Ctx { options, release };
+            let ctx = Ctx { options, release, path: thin_base };
             collect(&object, None, &ctx, report, &mut skip);
             if options.scan {
                 let mut scanned = Vec::new();
@@ -207,6 +210,8 @@ pub fn inspect_bytes_with(
 struct Ctx<'r> {
     options: Options,
     release: &'r (dyn Fn(&[u8]) + Sync),
+    /// The file's path, to find a thin archive's members next to it.
+    path: Option<&'r Path>,
 }
 
 fn collect(
@@ -239,10 +244,33 @@ fn collect(
         Object::Archive(members) => {
             for m in members {
                 let name = String::from_utf8_lossy(m.name).into_owned();
-                match &m.object {
-                    Ok(Object::Archive(_)) => {}
-                    Ok(inner) => collect(inner, Some(&name), ctx, report, skip),
-                    Err(e) => report.errors.push(format!("{name}: {e}")),
+                match (&m.object, ctx.path) {
+                    (Ok(Object::Archive(_)), _) => {}
+                    (Ok(inner), _) => collect(inner, Some(&name), ctx, report, skip),
+                    (Err(_), Some(archive)) if m.thin => {
+                        let file = hostelf::thin_member_path(archive, m.name);
+                        match hostelf::map(&file) {
+                            Ok(bytes) => match hostelf::parse_member(&bytes) {
+                                Ok(inner) => {
+                                    let member_ctx = Ctx { release: &|_| {}, ..*ctx };
+                                    collect(
+                                        &inner,
+                                        Some(&name),
+                                        &member_ctx,
+                                        report,
+                                        &mut Vec::new(),
+                                    )
+                                }
+                                Err(e) => report.errors.push(format!("{name}: {e}")),
+                            },
+                            Err(e) => report.errors.push(format!(
+                                "{name}: {}: {}",
+                                file.display(),
+                                crate::error::describe_io(&e)
+                            )),
+                        }
+                    }
+                    (Err(e), _) => report.errors.push(format!("{name}: {e}")),
                 }
             }
         }

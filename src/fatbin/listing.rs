@@ -99,18 +99,11 @@ impl<'w> Lister<'w> {
     pub fn object(&mut self, object: &Object<'_>, display: &[u8]) -> io::Result<()> {
         match object {
             Object::Archive(members) => {
-                for member in members {
-                    if member.bsd_long_name {
+                for m in members {
+                    if m.bsd_long_name
+                        || !self.member(display, m.name, m.is_elf, m.object.as_ref().ok())?
+                    {
                         break;
-                    }
-                    self.out.write_all(b"\nmember ")?;
-                    self.out.write_all(display)?;
-                    self.out.write_all(b":")?;
-                    self.out.write_all(member.name)?;
-                    self.out.write_all(b":\n")?;
-                    match &member.object {
-                        Ok(Object::Archive(_)) | Err(_) => {}
-                        Ok(inner) => self.object(inner, display)?,
                     }
                 }
                 Ok(())
@@ -145,6 +138,31 @@ impl<'w> Lister<'w> {
             }
             Object::Cubin(Err(_)) | Object::Other => Ok(()),
         }
+    }
+
+    /// Lists one archive member; `false` when cuobjdump would stop walking
+    /// the archive here. Measured on cuobjdump 13.5: a member that is not an
+    /// ELF file (a raw fatbin, a nested archive, text) ends the walk without
+    /// its `member` line; a cubin member gets its line and nothing else.
+    pub fn member(
+        &mut self,
+        display: &[u8],
+        name: &[u8],
+        is_elf: bool,
+        object: Option<&Object<'_>>,
+    ) -> io::Result<bool> {
+        if !is_elf {
+            return Ok(false);
+        }
+        self.out.write_all(b"\nmember ")?;
+        self.out.write_all(display)?;
+        self.out.write_all(b":")?;
+        self.out.write_all(name)?;
+        self.out.write_all(b":\n")?;
+        if let Some(elf @ Object::Elf(_)) = object {
+            self.object(elf, display)?;
+        }
+        Ok(true)
     }
 
     /// Lists every entry of a fatbin region.
@@ -270,7 +288,21 @@ pub fn list_path(
         hostelf::parse_with(&data, &mut |walked| data.release(walked)).unwrap_or(Object::Other);
     let name = path.as_os_str().as_bytes();
     let mut lister = Lister::new(out, options, name);
-    lister.object(&object, &display)?;
+    match &object {
+        // A thin archive's members are files next to it; cuobjdump reads them.
+        Object::Archive(members) if members.iter().any(|m| m.thin) => {
+            for m in members {
+                let member = hostelf::map(&hostelf::thin_member_path(path, m.name)).ok();
+                let bytes: &[u8] = member.as_deref().unwrap_or_default();
+                let parsed = hostelf::parse_member(bytes).ok();
+                let is_elf = bytes.starts_with(b"\x7fELF");
+                if m.bsd_long_name || !lister.member(&display, m.name, is_elf, parsed.as_ref())? {
+                    break;
+                }
+            }
+        }
+        _ => lister.object(&object, &display)?,
+    }
     let counts = lister.counts();
     Ok(conclude(counts, options, &display))
 }
