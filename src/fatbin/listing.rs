@@ -46,6 +46,9 @@ pub struct Counts {
     pub ptx: u32,
     /// Whether any device code was seen (a fatbin section, a raw fatbin, a cubin).
     pub device_code: bool,
+    /// A listed region was damaged (or empty): cuobjdump stops there with
+    /// `Invalid fatbin header` and status 1, after the containers before it.
+    pub damaged: bool,
 }
 
 /// `cuobjdump`'s STEM: the basename without its last extension
@@ -112,6 +115,9 @@ impl<'w> Lister<'w> {
                 let has_exec = elf.sections.iter().any(|s| s.name == NV_FATBIN);
                 for section in &elf.sections {
                     self.counts.device_code = true;
+                    if self.counts.damaged {
+                        break;
+                    }
                     if self.options.all || (section.name == NV_FATBIN) == has_exec {
                         self.region(&section.region)?;
                     }
@@ -166,15 +172,33 @@ impl<'w> Lister<'w> {
     }
 
     /// Lists every entry of a fatbin region.
+    /// Lists every entry of a fatbin region. Damage (any [`Region::errors`],
+    /// or no container at all) ends the listing as cuobjdump 13.5 does
+    /// (measured on empty, garbage, truncated and garbage-tailed sections):
+    /// the containers wholly before the first damage are listed, nothing
+    /// after, and [`Counts::damaged`] is set.
     pub fn region(&mut self, region: &Region<'_>) -> io::Result<()> {
-        for entry in region.entries() {
-            if entry.kind == Kind::Concat {
-                for part in &entry.parts {
-                    self.entry(part)?;
-                }
-            } else {
-                self.entry(entry)?;
+        let damage_at = region.errors.iter().map(|e| e.offset()).min();
+        for container in &region.containers {
+            let end = container
+                .offset
+                .saturating_add(crate::fatbin::header::CONTAINER_HEADER_SIZE as u64)
+                .saturating_add(container.entries_size);
+            if damage_at.is_some_and(|d| end > d) {
+                break;
             }
+            for entry in &container.entries {
+                if entry.kind == Kind::Concat {
+                    for part in &entry.parts {
+                        self.entry(part)?;
+                    }
+                } else {
+                    self.entry(entry)?;
+                }
+            }
+        }
+        if damage_at.is_some() || region.containers.is_empty() {
+            self.counts.damaged = true;
         }
         Ok(())
     }
@@ -310,6 +334,10 @@ pub fn list_path(
 /// The closing messages and status for a listing that produced `counts`.
 pub fn conclude(counts: Counts, options: ListOptions, display: &[u8]) -> Outcome {
     let mut messages = Vec::new();
+    if counts.damaged {
+        messages.push(Message::new(true, &[b"Invalid fatbin header in '", display, b"'"]));
+        return Outcome { messages, status: 1 };
+    }
     if !counts.device_code {
         messages
             .push(Message::new(false, &[b"File '", display, b"' does not contain device code"]));
