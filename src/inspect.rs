@@ -507,18 +507,27 @@ fn bytes(n: u64) -> String {
     }
 }
 
+/// A path fit for a terminal: control characters (a newline in a file
+/// name, an escape sequence) are shown escaped, not sent.
+pub fn sanitize(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .collect()
+}
+
 /// Writes the human summary of one file.
 pub fn write_text(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
     let s = &r.summary;
+    let path = sanitize(&r.path);
     if r.format == "error" {
-        writeln!(out, "{}: not read", r.path)?;
+        writeln!(out, "{}: not read", path)?;
     } else if !r.device_code {
-        writeln!(out, "{}: no device code ({})", r.path, r.format)?;
+        writeln!(out, "{}: no device code ({})", path, r.format)?;
     } else {
         writeln!(
             out,
             "{}: {}, {} fatbin section(s), {} cubin(s), {} PTX",
-            r.path,
+            path,
             r.format,
             r.sections.len(),
             s.cubins,
@@ -563,4 +572,15 @@ pub fn write_text(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
         writeln!(out, "  error: {e}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sanitize;
+
+    #[test]
+    fn control_characters_in_paths_are_escaped() {
+        assert_eq!(sanitize("lib\nx\u{1b}[31m.so"), "lib\\nx\\u{1b}[31m.so");
+        assert_eq!(sanitize("plain/é.so"), "plain/é.so");
+    }
 }
