@@ -191,8 +191,19 @@ fn parse_elf<'a, H: FileHeader<Endian = LE>>(
             Ok(n) if n == NV_RELFATBIN.as_bytes() => NV_RELFATBIN,
             _ => continue,
         };
+        let offset: u64 = section.sh_offset(LE).into();
         if section.sh_type(LE) == elf::SHT_NOBITS {
+            // A split debug file (`objcopy --only-keep-debug`) keeps the
+            // section header without bytes: listed as an empty, damaged
+            // region, as cuobjdump does ("Invalid fatbin header").
             object.errors.push(ReadError::NoBits { section: name });
+            object.sections.push(FatbinSection {
+                name,
+                index,
+                offset: base.saturating_add(offset),
+                size: 0,
+                region: Region::default(),
+            });
             continue;
         }
         let bytes = match section.data(LE, data) {
@@ -204,7 +215,6 @@ fn parse_elf<'a, H: FileHeader<Endian = LE>>(
                 continue;
             }
         };
-        let offset: u64 = section.sh_offset(LE).into();
         object.sections.push(FatbinSection {
             name,
             index,

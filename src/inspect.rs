@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use crate::fatbin::{codec, cubin, Arch, Codec, Container, Entry, FatbinError, Kind, Region};
-use crate::hostelf::{self, Object};
+use crate::hostelf::{self, Object, ReadError};
 
 /// How much to read.
 #[derive(Debug, Clone, Copy, Default)]
@@ -94,6 +94,8 @@ pub struct SectionReport {
     pub size: u64,
     /// Containers read.
     pub containers: usize,
+    /// Type NOBITS: a split debug file's section, with no bytes in the file.
+    pub nobits: bool,
 }
 
 /// The architectures and sizes of a file at a glance.
@@ -227,8 +229,16 @@ fn collect(
     };
     match object {
         Object::Elf(elf) => {
+            let is_nobits = |name: &str| {
+                elf.errors
+                    .iter()
+                    .any(|e| matches!(e, ReadError::NoBits { section } if *section == name))
+            };
             for section in &elf.sections {
-                report.device_code = true;
+                // A split debug file (NOBITS section) holds no device code;
+                // the stripped file next to it does. Not damage either.
+                let nobits = section.size == 0 && is_nobits(section.name);
+                report.device_code |= !nobits;
                 skip.push((section.offset, section.offset.saturating_add(section.size)));
                 report.sections.push(SectionReport {
                     member: member.map(str::to_string),
@@ -236,10 +246,16 @@ fn collect(
                     offset: section.offset,
                     size: section.size,
                     containers: section.region.containers.len(),
+                    nobits,
                 });
                 push_region(&section.region, member, section.name, ctx, report);
             }
-            report.errors.extend(elf.errors.iter().map(|e| prefix(e.to_string())));
+            report.errors.extend(
+                elf.errors
+                    .iter()
+                    .filter(|e| !matches!(e, ReadError::NoBits { .. }))
+                    .map(|e| prefix(e.to_string())),
+            );
         }
         Object::Archive(members) => {
             for m in members {
@@ -547,13 +563,15 @@ pub fn write_text(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
         }
         let codecs: Vec<String> =
             s.codecs.iter().map(|(c, n)| format!("{} {n}", c.name())).collect();
-        writeln!(
-            out,
-            "  codecs:         {}; {} stored, {} plain",
-            codecs.join(", "),
-            bytes(s.stored_bytes),
-            bytes(s.plain_bytes)
-        )?;
+        if !codecs.is_empty() {
+            writeln!(
+                out,
+                "  codecs:         {}; {} stored, {} plain",
+                codecs.join(", "),
+                bytes(s.stored_bytes),
+                bytes(s.plain_bytes)
+            )?;
+        }
         if !s.deep {
             writeln!(out, "  (headers only: link stubs not told apart)")?;
         }
