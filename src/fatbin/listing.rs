@@ -180,11 +180,7 @@ impl<'w> Lister<'w> {
     pub fn region(&mut self, region: &Region<'_>) -> io::Result<()> {
         let damage_at = region.errors.iter().map(|e| e.offset()).min();
         for container in &region.containers {
-            let end = container
-                .offset
-                .saturating_add(crate::fatbin::header::CONTAINER_HEADER_SIZE as u64)
-                .saturating_add(container.entries_size);
-            if damage_at.is_some_and(|d| end > d) {
+            if damage_at.is_some_and(|d| container.end() > d) {
                 break;
             }
             for entry in &container.entries {
