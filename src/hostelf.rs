@@ -41,6 +41,9 @@ pub enum ReadError {
     /// Broken archive structure.
     #[error("malformed archive: {0}")]
     Archive(String),
+    /// A thin archive's member, whose data lives in its own file.
+    #[error("thin archive member: its data is in a separate file")]
+    ThinMember,
     /// A fatbin section that has no bytes in the file.
     #[error("section {section} has type NOBITS: no device code bytes in the file")]
     NoBits {
@@ -67,7 +70,7 @@ pub enum Object<'a> {
     /// A raw fatbin (`nvcc -fatbin`).
     Fatbin(Region<'a>),
     /// A bare cubin (`nvcc -cubin`), with what its header says.
-    Cubin(Result<CubinInfo, String>),
+    Cubin(Result<CubinInfo, cubin::CubinError>),
     /// Anything else: no device code.
     Other,
 }
@@ -103,6 +106,11 @@ pub struct Member<'a> {
     pub name: &'a [u8],
     /// The name was a BSD long name (`#1/LEN` in the header).
     pub bsd_long_name: bool,
+    /// The member's data starts with the ELF magic.
+    pub is_elf: bool,
+    /// A member of a thin archive: its data is the file [`thin_member_path`]
+    /// names, not in the archive.
+    pub thin: bool,
     /// File offset of the member's data.
     pub offset: u64,
     /// The member read as an object.
@@ -183,8 +191,19 @@ fn parse_elf<'a, H: FileHeader<Endian = LE>>(
             Ok(n) if n == NV_RELFATBIN.as_bytes() => NV_RELFATBIN,
             _ => continue,
         };
+        let offset: u64 = section.sh_offset(LE).into();
         if section.sh_type(LE) == elf::SHT_NOBITS {
+            // A split debug file (`objcopy --only-keep-debug`) keeps the
+            // section header without bytes: listed as an empty, damaged
+            // region, as cuobjdump does ("Invalid fatbin header").
             object.errors.push(ReadError::NoBits { section: name });
+            object.sections.push(FatbinSection {
+                name,
+                index,
+                offset: base.saturating_add(offset),
+                size: 0,
+                region: Region::default(),
+            });
             continue;
         }
         let bytes = match section.data(LE, data) {
@@ -196,7 +215,6 @@ fn parse_elf<'a, H: FileHeader<Endian = LE>>(
                 continue;
             }
         };
-        let offset: u64 = section.sh_offset(LE).into();
         object.sections.push(FatbinSection {
             name,
             index,
@@ -215,14 +233,32 @@ fn parse_archive<'a>(data: &'a [u8], walked: Walked<'_, 'a>) -> Result<Vec<Membe
     for member in archive.members() {
         let member = member.map_err(|e| ReadError::Archive(e.to_string()))?;
         let (offset, _) = member.file_range();
-        let object = match member.data(data) {
-            Ok(bytes) => parse_at(bytes, offset, false, walked),
-            Err(e) => Err(ReadError::Archive(e.to_string())),
+        let thin = member.is_thin();
+        let bytes = if thin { None } else { member.data(data).ok() };
+        let object = match (thin, bytes) {
+            (true, _) => Err(ReadError::ThinMember),
+            (false, Some(bytes)) => parse_at(bytes, offset, false, walked),
+            (false, None) => Err(ReadError::Archive("member data outside the file".into())),
         };
         let bsd_long_name = member.header().is_some_and(|h| h.name.starts_with(b"#1/"));
-        members.push(Member { name: member.name(), offset, object, bsd_long_name });
+        let is_elf = bytes.is_some_and(|b| b.starts_with(&elf::ELFMAG));
+        members.push(Member { name: member.name(), offset, object, bsd_long_name, is_elf, thin });
     }
     Ok(members)
+}
+
+/// Reads the bytes of one archive member (a thin archive's member file) as
+/// an object; nested archives are not entered.
+pub fn parse_member(data: &[u8]) -> Result<Object<'_>, ReadError> {
+    parse_at(data, 0, false, &mut |_| {})
+}
+
+/// Where a thin archive's member lives: its name, relative to the archive's
+/// folder unless absolute (as GNU ar and cuobjdump resolve it).
+pub fn thin_member_path(archive: &Path, name: &[u8]) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let name = Path::new(std::ffi::OsStr::from_bytes(name));
+    archive.parent().unwrap_or(Path::new("")).join(name)
 }
 
 /// A file's bytes, memory-mapped (or empty for an empty file).

@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use crate::fatbin::{codec, cubin, Arch, Codec, Container, Entry, FatbinError, Kind, Region};
-use crate::hostelf::{self, Object};
+use crate::hostelf::{self, Object, ReadError};
 
 /// How much to read.
 #[derive(Debug, Clone, Copy, Default)]
@@ -94,6 +94,8 @@ pub struct SectionReport {
     pub size: u64,
     /// Containers read.
     pub containers: usize,
+    /// Type NOBITS: a split debug file's section, with no bytes in the file.
+    pub nobits: bool,
 }
 
 /// The architectures and sizes of a file at a glance.
@@ -166,29 +168,32 @@ pub fn inspect_path(path: &Path, options: Options) -> FileReport {
         }
     };
     report.size = data.len() as u64;
-    inspect_bytes_with(&data, options, &mut report, &|part| data.release(part));
+    inspect_bytes_with(&data, options, &mut report, &|part| data.release(part), Some(path));
     report
 }
 
 /// Fills `report` from a file's bytes.
 pub fn inspect_bytes(data: &[u8], options: Options, report: &mut FileReport) {
-    inspect_bytes_with(data, options, report, &|_| {})
+    inspect_bytes_with(data, options, report, &|_| {}, None)
 }
 
 /// [`inspect_bytes`], calling `release` with the bytes it is done reading
 /// (headers walked, payloads decoded) so that a memory-mapped caller keeps
 /// its resident memory independent of the file size ([`hostelf::Mapped::release`]).
+/// `thin_base` is the file's path when it is one: a thin archive's members
+/// are read from the files next to it (their offsets are then in those files).
 pub fn inspect_bytes_with(
     data: &[u8],
     options: Options,
     report: &mut FileReport,
     release: &(dyn Fn(&[u8]) + Sync),
+    thin_base: Option<&Path>,
 ) {
     match hostelf::parse_with(data, &mut |part| release(part)) {
         Ok(object) => {
             report.format = object.format();
             let mut skip = Vec::new();
-            let ctx = Ctx { options, release };
+            let ctx = Ctx { options, release, path: thin_base };
             collect(&object, None, &ctx, report, &mut skip);
             if options.scan {
                 let mut scanned = Vec::new();
@@ -207,6 +212,8 @@ pub fn inspect_bytes_with(
 struct Ctx<'r> {
     options: Options,
     release: &'r (dyn Fn(&[u8]) + Sync),
+    /// The file's path, to find a thin archive's members next to it.
+    path: Option<&'r Path>,
 }
 
 fn collect(
@@ -222,8 +229,16 @@ fn collect(
     };
     match object {
         Object::Elf(elf) => {
+            let is_nobits = |name: &str| {
+                elf.errors
+                    .iter()
+                    .any(|e| matches!(e, ReadError::NoBits { section } if *section == name))
+            };
             for section in &elf.sections {
-                report.device_code = true;
+                // A split debug file (NOBITS section) holds no device code;
+                // the stripped file next to it does. Not damage either.
+                let nobits = section.size == 0 && is_nobits(section.name);
+                report.device_code |= !nobits;
                 skip.push((section.offset, section.offset.saturating_add(section.size)));
                 report.sections.push(SectionReport {
                     member: member.map(str::to_string),
@@ -231,18 +246,47 @@ fn collect(
                     offset: section.offset,
                     size: section.size,
                     containers: section.region.containers.len(),
+                    nobits,
                 });
                 push_region(&section.region, member, section.name, ctx, report);
             }
-            report.errors.extend(elf.errors.iter().map(|e| prefix(e.to_string())));
+            report.errors.extend(
+                elf.errors
+                    .iter()
+                    .filter(|e| !matches!(e, ReadError::NoBits { .. }))
+                    .map(|e| prefix(e.to_string())),
+            );
         }
         Object::Archive(members) => {
             for m in members {
                 let name = String::from_utf8_lossy(m.name).into_owned();
-                match &m.object {
-                    Ok(Object::Archive(_)) => {}
-                    Ok(inner) => collect(inner, Some(&name), ctx, report, skip),
-                    Err(e) => report.errors.push(format!("{name}: {e}")),
+                match (&m.object, ctx.path) {
+                    (Ok(Object::Archive(_)), _) => {}
+                    (Ok(inner), _) => collect(inner, Some(&name), ctx, report, skip),
+                    (Err(_), Some(archive)) if m.thin => {
+                        let file = hostelf::thin_member_path(archive, m.name);
+                        match hostelf::map(&file) {
+                            Ok(bytes) => match hostelf::parse_member(&bytes) {
+                                Ok(inner) => {
+                                    let member_ctx = Ctx { release: &|_| {}, ..*ctx };
+                                    collect(
+                                        &inner,
+                                        Some(&name),
+                                        &member_ctx,
+                                        report,
+                                        &mut Vec::new(),
+                                    )
+                                }
+                                Err(e) => report.errors.push(format!("{name}: {e}")),
+                            },
+                            Err(e) => report.errors.push(format!(
+                                "{name}: {}: {}",
+                                file.display(),
+                                crate::error::describe_io(&e)
+                            )),
+                        }
+                    }
+                    (Err(e), _) => report.errors.push(format!("{name}: {e}")),
                 }
             }
         }
@@ -278,7 +322,7 @@ fn collect(
                     ptx: None,
                     decode_error: None,
                 }),
-                Err(e) => report.errors.push(prefix(e.clone())),
+                Err(e) => report.errors.push(prefix(e.to_string())),
             }
         }
         Object::Other => {}
@@ -374,7 +418,7 @@ fn look_inside(kind: Kind, bytes: &[u8], r: &mut EntryReport) {
                 r.link_stub = Some(info.is_link_stub());
                 r.cubin = Some(info);
             }
-            Err(e) => r.decode_error = Some(e),
+            Err(e) => r.decode_error = Some(e.to_string()),
         },
         Kind::Ptx => r.ptx = Some(cubin::read_ptx(bytes)),
         _ => {}
@@ -479,18 +523,27 @@ fn bytes(n: u64) -> String {
     }
 }
 
+/// A path fit for a terminal: control characters (a newline in a file
+/// name, an escape sequence) are shown escaped, not sent.
+pub fn sanitize(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .collect()
+}
+
 /// Writes the human summary of one file.
 pub fn write_text(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
     let s = &r.summary;
+    let path = sanitize(&r.path);
     if r.format == "error" {
-        writeln!(out, "{}: not read", r.path)?;
+        writeln!(out, "{}: not read", path)?;
     } else if !r.device_code {
-        writeln!(out, "{}: no device code ({})", r.path, r.format)?;
+        writeln!(out, "{}: no device code ({})", path, r.format)?;
     } else {
         writeln!(
             out,
             "{}: {}, {} fatbin section(s), {} cubin(s), {} PTX",
-            r.path,
+            path,
             r.format,
             r.sections.len(),
             s.cubins,
@@ -510,13 +563,15 @@ pub fn write_text(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
         }
         let codecs: Vec<String> =
             s.codecs.iter().map(|(c, n)| format!("{} {n}", c.name())).collect();
-        writeln!(
-            out,
-            "  codecs:         {}; {} stored, {} plain",
-            codecs.join(", "),
-            bytes(s.stored_bytes),
-            bytes(s.plain_bytes)
-        )?;
+        if !codecs.is_empty() {
+            writeln!(
+                out,
+                "  codecs:         {}; {} stored, {} plain",
+                codecs.join(", "),
+                bytes(s.stored_bytes),
+                bytes(s.plain_bytes)
+            )?;
+        }
         if !s.deep {
             writeln!(out, "  (headers only: link stubs not told apart)")?;
         }
@@ -535,4 +590,15 @@ pub fn write_text(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
         writeln!(out, "  error: {e}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sanitize;
+
+    #[test]
+    fn control_characters_in_paths_are_escaped() {
+        assert_eq!(sanitize("lib\nx\u{1b}[31m.so"), "lib\\nx\\u{1b}[31m.so");
+        assert_eq!(sanitize("plain/é.so"), "plain/é.so");
+    }
 }

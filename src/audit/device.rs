@@ -172,11 +172,11 @@ fn has_kernels(entry: &Entry<'_>, parent: Option<&Entry<'_>>) -> Result<bool, St
         (Some(bundle), Payload::Part { .. }) => {
             let plain = codec::plain(bundle).map_err(|e| e.to_string())?;
             let bytes = codec::part(entry, &plain).map_err(|e| e.to_string())?;
-            cubin::read_cubin(bytes)?
+            cubin::read_cubin(bytes).map_err(|e| e.to_string())?
         }
         _ => {
             let plain = codec::plain(entry).map_err(|e| e.to_string())?;
-            cubin::read_cubin(&plain)?
+            cubin::read_cubin(&plain).map_err(|e| e.to_string())?
         }
     };
     Ok(!info.is_link_stub())

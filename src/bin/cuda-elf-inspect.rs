@@ -152,6 +152,11 @@ fn main() -> std::process::ExitCode {
 
 fn run(args: Args, prog: &str) -> anyhow::Result<u8> {
     if args.list_elf || args.list_ptx {
+        if args.format != Format::Text {
+            anyhow::bail!(
+                "--format applies to the audit and --summary; --list-elf/--list-ptx print cuobjdump's text"
+            );
+        }
         return list(&args, prog);
     }
     if args.summary {

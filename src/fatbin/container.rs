@@ -88,6 +88,8 @@ pub struct Container<'a> {
     pub offset: u64,
     /// Container format version.
     pub version: u16,
+    /// Bytes of container header (16).
+    pub header_size: u16,
     /// Bytes of entries declared by the header.
     pub entries_size: u64,
     /// The entries that could be read, in file order.
@@ -101,6 +103,13 @@ pub struct Region<'a> {
     pub containers: Vec<Container<'a>>,
     /// Malformed structures, in file order.
     pub errors: Vec<FatbinError>,
+}
+
+impl Container<'_> {
+    /// File offset just past the entries the header declares (saturated).
+    pub fn end(&self) -> u64 {
+        self.offset.saturating_add(u64::from(self.header_size)).saturating_add(self.entries_size)
+    }
 }
 
 impl<'a> Region<'a> {
@@ -255,6 +264,7 @@ fn parse_container<'a>(
     let mut container = Container {
         offset: base + off,
         version: header.version.get(le),
+        header_size: header.header_size.get(le),
         entries_size,
         entries: Vec::new(),
     };

@@ -47,24 +47,39 @@ impl CubinInfo {
     }
 }
 
+/// Why a cubin could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CubinError {
+    /// The ELF structure is broken (what `object` said).
+    #[error("cubin: {0}")]
+    Elf(String),
+    /// Not a little-endian ELF file.
+    #[error("cubin: not little endian")]
+    BigEndian,
+    /// `e_machine` is not EM_CUDA.
+    #[error("cubin: e_machine is not EM_CUDA")]
+    NotCuda,
+}
+
 /// Whether `data` starts like a 64-bit little-endian cubin.
 pub fn is_cubin(data: &[u8]) -> bool {
     data.get(..4) == Some(&elf::ELFMAG[..]) && data.get(18..20) == Some(&EM_CUDA.to_le_bytes()[..])
 }
 
 /// Reads a cubin's header, `.nv.compat` and symbol table.
-pub fn read_cubin(data: &[u8]) -> Result<CubinInfo, String> {
-    let header = elf::FileHeader64::<LE>::parse(data).map_err(|e| format!("cubin: {e}"))?;
+pub fn read_cubin(data: &[u8]) -> Result<CubinInfo, CubinError> {
+    let elf_err = |e: object::read::Error| CubinError::Elf(e.to_string());
+    let header = elf::FileHeader64::<LE>::parse(data).map_err(elf_err)?;
     let ident = header.e_ident();
     if ident.data != elf::ELFDATA2LSB {
-        return Err("cubin: not little endian".into());
+        return Err(CubinError::BigEndian);
     }
     if header.e_machine(LE).0 != EM_CUDA {
-        return Err("cubin: e_machine is not EM_CUDA".into());
+        return Err(CubinError::NotCuda);
     }
     let flags = header.e_flags(LE).0;
     let os_abi = ident.os_abi.0;
-    let sections = header.sections(LE, data).map_err(|e| format!("cubin: {e}"))?;
+    let sections = header.sections(LE, data).map_err(elf_err)?;
     let arch = if os_abi == OSABI_OLD {
         Arch { sm: flags & 0xff, arch_specific: flags & 0x800 != 0, family_specific: false }
     } else {

@@ -46,6 +46,9 @@ pub struct Counts {
     pub ptx: u32,
     /// Whether any device code was seen (a fatbin section, a raw fatbin, a cubin).
     pub device_code: bool,
+    /// A listed region was damaged (or empty): cuobjdump stops there with
+    /// `Invalid fatbin header` and status 1, after the containers before it.
+    pub damaged: bool,
 }
 
 /// `cuobjdump`'s STEM: the basename without its last extension
@@ -99,18 +102,11 @@ impl<'w> Lister<'w> {
     pub fn object(&mut self, object: &Object<'_>, display: &[u8]) -> io::Result<()> {
         match object {
             Object::Archive(members) => {
-                for member in members {
-                    if member.bsd_long_name {
+                for m in members {
+                    if m.bsd_long_name
+                        || !self.member(display, m.name, m.is_elf, m.object.as_ref().ok())?
+                    {
                         break;
-                    }
-                    self.out.write_all(b"\nmember ")?;
-                    self.out.write_all(display)?;
-                    self.out.write_all(b":")?;
-                    self.out.write_all(member.name)?;
-                    self.out.write_all(b":\n")?;
-                    match &member.object {
-                        Ok(Object::Archive(_)) | Err(_) => {}
-                        Ok(inner) => self.object(inner, display)?,
                     }
                 }
                 Ok(())
@@ -125,6 +121,9 @@ impl<'w> Lister<'w> {
                 let exec = elf.sections.iter().filter(|s| s.name == NV_FATBIN);
                 let rel = elf.sections.iter().filter(|s| s.name != NV_FATBIN);
                 for section in exec.chain(rel) {
+                    if self.counts.damaged {
+                        break;
+                    }
                     if self.options.all || (section.name == NV_FATBIN) == has_exec {
                         self.region(&section.region)?;
                     }
@@ -153,16 +152,55 @@ impl<'w> Lister<'w> {
         }
     }
 
+    /// Lists one archive member; `false` when cuobjdump would stop walking
+    /// the archive here. Measured on cuobjdump 13.5: a member that is not an
+    /// ELF file (a raw fatbin, a nested archive, text) ends the walk without
+    /// its `member` line; a cubin member gets its line and nothing else.
+    pub fn member(
+        &mut self,
+        display: &[u8],
+        name: &[u8],
+        is_elf: bool,
+        object: Option<&Object<'_>>,
+    ) -> io::Result<bool> {
+        if !is_elf {
+            return Ok(false);
+        }
+        self.out.write_all(b"\nmember ")?;
+        self.out.write_all(display)?;
+        self.out.write_all(b":")?;
+        self.out.write_all(name)?;
+        self.out.write_all(b":\n")?;
+        if let Some(elf @ Object::Elf(_)) = object {
+            self.object(elf, display)?;
+        }
+        Ok(true)
+    }
+
     /// Lists every entry of a fatbin region.
+    /// Lists every entry of a fatbin region. Damage (any [`Region::errors`],
+    /// or no container at all) ends the listing as cuobjdump 13.5 does
+    /// (measured on empty, garbage, truncated and garbage-tailed sections):
+    /// the containers wholly before the first damage are listed, nothing
+    /// after, and [`Counts::damaged`] is set.
     pub fn region(&mut self, region: &Region<'_>) -> io::Result<()> {
-        for entry in region.entries() {
-            if entry.kind == Kind::Concat {
-                for part in &entry.parts {
-                    self.entry(part)?;
-                }
-            } else {
-                self.entry(entry)?;
+        let damage_at = region.errors.iter().map(|e| e.offset()).min();
+        for container in &region.containers {
+            if damage_at.is_some_and(|d| container.end() > d) {
+                break;
             }
+            for entry in &container.entries {
+                if entry.kind == Kind::Concat {
+                    for part in &entry.parts {
+                        self.entry(part)?;
+                    }
+                } else {
+                    self.entry(entry)?;
+                }
+            }
+        }
+        if damage_at.is_some() || region.containers.is_empty() {
+            self.counts.damaged = true;
         }
         Ok(())
     }
@@ -276,7 +314,21 @@ pub fn list_path(
         hostelf::parse_with(&data, &mut |walked| data.release(walked)).unwrap_or(Object::Other);
     let name = path.as_os_str().as_bytes();
     let mut lister = Lister::new(out, options, name);
-    lister.object(&object, &display)?;
+    match &object {
+        // A thin archive's members are files next to it; cuobjdump reads them.
+        Object::Archive(members) if members.iter().any(|m| m.thin) => {
+            for m in members {
+                let member = hostelf::map(&hostelf::thin_member_path(path, m.name)).ok();
+                let bytes: &[u8] = member.as_deref().unwrap_or_default();
+                let parsed = hostelf::parse_member(bytes).ok();
+                let is_elf = bytes.starts_with(b"\x7fELF");
+                if m.bsd_long_name || !lister.member(&display, m.name, is_elf, parsed.as_ref())? {
+                    break;
+                }
+            }
+        }
+        _ => lister.object(&object, &display)?,
+    }
     let counts = lister.counts();
     Ok(conclude(counts, options, &display))
 }
@@ -284,6 +336,10 @@ pub fn list_path(
 /// The closing messages and status for a listing that produced `counts`.
 pub fn conclude(counts: Counts, options: ListOptions, display: &[u8]) -> Outcome {
     let mut messages = Vec::new();
+    if counts.damaged {
+        messages.push(Message::new(true, &[b"Invalid fatbin header in '", display, b"'"]));
+        return Outcome { messages, status: 1 };
+    }
     if !counts.device_code {
         messages
             .push(Message::new(false, &[b"File '", display, b"' does not contain device code"]));
