@@ -29,6 +29,8 @@ CUOBJDUMP=$(command -v cuobjdump || echo "$CUDA/bin/cuobjdump")
 DRIVER=/usr/local/nvidia/lib64
 LOADER=/lib64/ld-linux-x86-64.so.2
 
+want() { [[ -z ${SECTIONS-} || " $SECTIONS " == *" $1 "* ]]; }
+
 section "Machine"
 record INFO "date $(date -u +%Y-%m-%dT%H:%MZ)"
 record INFO "GPU $(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | head -n 1)"
@@ -59,6 +61,7 @@ isolated() {
   unshare -m bash -c "$script" "$work/empty" "$@" 2>&1
 }
 
+if want 1; then
 section "1. Driver lookup through RUNPATH"
 mkdir -p "$work/out/bin" "$work/out/lib"
 # A private copy of the shared CUDA runtime, as a Nix output's closure has
@@ -88,8 +91,8 @@ for prog in vadd_shared vadd_static "dlopen libvadd.so"; do
 done
 "$BIN/auto-add-driver-runpath" "$work/out" >"$OUT/patch.log" 2>&1
 record INFO "auto-add-driver-runpath exit $? ($(grep -c 'using addDriverRunpath' "$OUT/patch.log") files patched)"
-for f in out/bin/vadd_shared out/bin/vadd_static out/lib/libvadd.so out/lib/libcudart.so.*; do
-  record INFO "RUNPATH of $(basename $f): $(readelf -d "$work/$f" | sed -n 's/.*RUNPATH.*\[\(.*\)\]/\1/p')"
+for f in "$work"/out/bin/vadd_shared "$work"/out/bin/vadd_static "$work"/out/lib/libvadd.so "$work"/out/lib/libcudart.so.*; do
+  record INFO "RUNPATH of $(basename "$f"): $(readelf -d "$f" | sed -n 's/.*RUNPATH.*\[\(.*\)\]/\1/p')"
 done
 after=$(run_all)
 echo "$after" >"$OUT/after.txt"
@@ -108,6 +111,9 @@ else
   record FAIL "a second run patched again: $(head -n 3 "$OUT/patch2.log")"
 fi
 
+fi
+
+if want 2; then
 section "2. Capability verdicts for this device (9.0) vs reality"
 declare -A flags=(
   [sm80]="-gencode arch=compute_80,code=sm_80"
@@ -145,6 +151,9 @@ for v in sm80 ptx80 sm90 sm90a sm100 sm80_ptx90; do
   fi
 done
 
+fi
+
+if want 3; then
 section "3. Real libraries: listing identical to this machine's cuobjdump"
 site=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)
 find "$site" "$CUDA/" -type f \( -name '*.so' -o -name '*.so.*' -o -name '*.a' \) 2>/dev/null | sort -u >"$work/candidates"
@@ -194,6 +203,9 @@ grep '^same ' "$OUT/listing.txt" | sed 's/^same //' | xargs -r ls -S 2>/dev/null
   record INFO "largest compared: $(basename "$f") ($(($(stat -c %s "$f") / 1048576)) MB)"
 done
 
+fi
+
+if want 4; then
 section "4. Real libraries patched, then used by PyTorch"
 # PyTorch loads its CUDA libraries by absolute path from its own package
 # folders, so LD_LIBRARY_PATH would not put copies first: the packages are
@@ -224,6 +236,8 @@ if [[ $torch_out == *"patched libraries mapped"* && $torch_out != *" 0 patched"*
   record PASS "PyTorch matmul on the GPU with the patched copies first: $(tail -n 1 <<<"$torch_out")"
 else
   record FAIL "PyTorch with patched copies: $(tail -n 3 <<<"$torch_out")"
+fi
+
 fi
 
 section "Total"
