@@ -29,9 +29,12 @@ let
       # Override the package's CUDA capabilities (list of strings); null: the
       # tool's default (its own reading of the files' policy).
       cudaCapabilities ? null,
-      # A previous report.json: only findings not in it count.
+      # A previous report.json (or a --write-baseline file): only findings
+      # not in it count.
       baseline ? null,
       failOnFindings ? false,
+      # More cuda-elf-inspect flags, e.g. [ "--system-lib-dirs" ].
+      extraFlags ? [ ],
     }:
     let
       outputs = map (name: package.${name}) (package.outputs or [ "out" ]);
@@ -43,7 +46,8 @@ let
         ++ lib.optionals (baseline != null) [
           "--baseline"
           "${baseline}"
-        ];
+        ]
+        ++ extraFlags;
       inspect = lib.getExe' nix-cuda-hooks "cuda-elf-inspect";
       # The name is what Hydra lists: keep the package's.
       name = "cuda-elf-inspect-${package.pname or package.name or "package"}";

@@ -48,14 +48,21 @@ impl Baseline {
         Baseline { version: 1, known: findings.iter().map(Finding::fingerprint).collect() }
     }
 
-    /// Reads a baseline file.
+    /// Reads a baseline file: one written by `--write-baseline`, or a JSON
+    /// report of an earlier audit (`--format json`), whose findings become
+    /// the known ones (so a CI job can ratchet against its last report).
     pub fn load(path: &Path) -> Result<Baseline, BaselineError> {
         let bytes = std::fs::read(path)
             .map_err(|source| BaselineError::Io { path: path.to_path_buf(), source })?;
-        let b: Baseline = serde_json::from_slice(&bytes).map_err(|e| BaselineError::Invalid {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        let invalid = |reason: String| BaselineError::Invalid { path: path.to_path_buf(), reason };
+        let value: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
+        if let Some(findings) = value.get("findings") {
+            let findings: Vec<Finding> = serde_json::from_value(findings.clone())
+                .map_err(|e| invalid(format!("report findings: {e}")))?;
+            return Ok(Baseline::of(&findings));
+        }
+        let b: Baseline = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
         if b.version != 1 {
             return Err(BaselineError::Invalid {
                 path: path.to_path_buf(),
@@ -108,6 +115,17 @@ mod tests {
         let new = Finding::new(ids::PTX_ONLY_CAPABILITY, "/a.so", "m").with("capability", "8.6");
         let (left, known) = b.filter(vec![reworded, new.clone()]);
         assert_eq!((left, known), (vec![new], 1));
+    }
+
+    #[test]
+    fn a_json_report_serves_as_a_baseline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let f = Finding::new(ids::UNRESOLVED_NEEDED, "/a.so", "m").with("library", "libx.so");
+        let report = serde_json::json!({ "findings": [f], "summary": {} });
+        std::fs::write(&path, report.to_string()).unwrap();
+        let (left, known) = Baseline::load(&path).unwrap().filter(vec![f]);
+        assert_eq!((left.len(), known), (0, 1));
     }
 
     #[test]

@@ -49,9 +49,17 @@ pub fn run(tool: &str, body: impl FnOnce() -> anyhow::Result<u8>) -> ExitCode {
             }) {
                 return ExitCode::from(EXIT_OK);
             }
+            // Library errors already name their cause ("path: no such file
+            // or directory"); append a cause only when it says something new.
             let mut msg = format!("{tool}: {err}");
             for cause in err.chain().skip(1) {
-                msg.push_str(&format!(": {cause}"));
+                let text = match cause.downcast_ref::<io::Error>() {
+                    Some(e) => crate::error::describe_io(e),
+                    None => cause.to_string(),
+                };
+                if !msg.to_lowercase().contains(&text.to_lowercase()) {
+                    msg.push_str(&format!(": {text}"));
+                }
             }
             let _ = writeln!(io::stderr(), "{msg}");
             ExitCode::from(EXIT_FAILURE)

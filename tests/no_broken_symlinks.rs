@@ -620,7 +620,7 @@ fn missing_path_argument_is_an_error_naming_it() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&o.stderr),
-        "no-broken-symlinks: /nonexistent/result: No such file or directory (os error 2)\n"
+        "no-broken-symlinks: /nonexistent/result: no such file or directory\n"
     );
 }
 

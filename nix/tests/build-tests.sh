@@ -119,18 +119,18 @@ test_auto_add_driver_runpath() {
   expect aadr-missing-output 100 "$aadr_name" "-aadr-missing-output-lib"
   if expect aadr-sourced-twice 0; then
     out=$(output_path aadr-sourced-twice out)
-    check "aadr-sourced-twice: registered once" test "$(grep -c 'addDriverRunpath' "$out/registered")" = 1
+    check "aadr-sourced-twice: registered once" test "$(grep -c 'autoAddDriverRunpathFixup' "$out/registered")" = 1
     check "aadr-sourced-twice: one driver entry in RUNPATH" \
       test "$(runpath "$out/bin/hello" | tr ':' '\n' | grep -cx /run/opengl-driver/lib)" = 1
   fi
   if expect together 0; then
     out=$(output_path together out)
     check "together: hooks registered in upstream order (noBrokenSymlinks first)" \
-      eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs* && $(cat "$out/registered") == *addDriverRunpath* ]]'
+      eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs* && $(cat "$out/registered") == *autoAddDriverRunpathFixup* ]]'
     check "together: ELF patched" has_driver "$out/bin/hello"
     if [[ -f hooks/cuda-elf-inspect.sh && -n $cuda_fixture ]]; then
       check "together: the inspect hook registered after the other two" \
-        eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*addDriverRunpath?* ]]'
+        eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*autoAddDriverRunpathFixup?* ]]'
       check "together: the CUDA library patched too" has_driver "$(output_path together lib)/lib/libkernel.so"
     fi
   fi
@@ -149,7 +149,7 @@ test_cuda_elf_inspect() {
   expect cei-unsubstituted 100 "$cei_name" "@cudaElfInspect@"
   expect cei-sa-without-json 100 "$cei_name" "re:attrs[.]json|NIX_ATTRS_JSON_FILE"
   if expect cei-sourced-twice 0; then
-    check "cei-sourced-twice: registered once" test "$(wc -l <"$result/registered")" = 1
+    check "cei-sourced-twice: registered once" test "$(grep -cx cudaElfInspect "$result/registered")" = 1
   fi
 }
 

@@ -76,12 +76,19 @@ let
       cudaForwardCompat = false;
       cudaVersion = "13.0";
     };
+  # The fixture is built by the host's nvcc and gcc, so its libstdc++ and
+  # libgcc_s live in the host's folders (--system-lib-dirs), and like every
+  # CUDA package it gets the driver RUNPATH before the audit runs.
   withCuda =
     name: caps: attrs:
     stdenv.mkDerivation (
       {
         inherit name;
-        nativeBuildInputs = [ (inspectHook caps) ];
+        nativeBuildInputs = [
+          hooks.autoAddDriverRunpath
+          (inspectHook caps)
+        ];
+        cudaElfInspectFlags = "--system-lib-dirs";
         fixture = cudaFixture;
         installPhase = ''
           mkdir -p "$out/lib"
@@ -281,6 +288,7 @@ in
     // (
       if withInspect then
         {
+          cudaElfInspectFlags = "--system-lib-dirs";
           fixture = cudaFixture;
           installPhase = elfScript + ''cp "$fixture" "$lib/lib/libkernel.so"'';
         }
@@ -305,6 +313,7 @@ in
   cei-sa-wrong-capability = withCuda "cei-sa-wrong-capability" [ "9.0" ] { __structuredAttrs = true; };
   cei-sourced-twice = withCuda "cei-sourced-twice" [ "8.0" ] {
     nativeBuildInputs = [
+      hooks.autoAddDriverRunpath
       (inspectHook [ "8.0" ])
       (hooks.mkCudaElfInspectHook {
         cudaCapabilities = [ "8.0" ];
@@ -318,22 +327,27 @@ in
     nativeBuildInputs = [ (makeSetupHook { name = "cuda-elf-inspect-hook-raw"; } ../../hooks/cuda-elf-inspect.sh) ];
   };
   cei-sa-without-json = withCuda "cei-sa-without-json" [ "8.0" ] {
+    # The inspect hook alone, so that its own message is the one checked.
+    nativeBuildInputs = [ (inspectHook [ "8.0" ]) ];
     __structuredAttrs = true;
     preFixup = ''rm -f "$NIX_ATTRS_JSON_FILE"'';
   };
 
   # ---- nix/audit.nix (built when the cuda-elf-inspect binary exists) ---------
   audit-fixture = t.audit {
-    package = withCuda "audit-target" [ "8.0" ] { nativeBuildInputs = [ ]; };
+    package = withCuda "audit-target" [ "8.0" ] { nativeBuildInputs = [ hooks.autoAddDriverRunpath ]; };
     cudaCapabilities = [ "8.0" ];
+    extraFlags = [ "--system-lib-dirs" ];
   };
   audit-fixture-findings = t.audit {
-    package = withCuda "audit-target" [ "8.0" ] { nativeBuildInputs = [ ]; };
+    package = withCuda "audit-target" [ "8.0" ] { nativeBuildInputs = [ hooks.autoAddDriverRunpath ]; };
     cudaCapabilities = [ "9.0" ];
+    extraFlags = [ "--system-lib-dirs" ];
   };
   audit-fixture-strict = t.audit {
-    package = withCuda "audit-target" [ "8.0" ] { nativeBuildInputs = [ ]; };
+    package = withCuda "audit-target" [ "8.0" ] { nativeBuildInputs = [ hooks.autoAddDriverRunpath ]; };
     cudaCapabilities = [ "9.0" ];
+    extraFlags = [ "--system-lib-dirs" ];
     failOnFindings = true;
   };
 }
