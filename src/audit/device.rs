@@ -8,8 +8,11 @@
 //! from the smallest up and the first one with a kernel settles it: the
 //! stubs (a few hundred bytes each) come first and cost nothing, then one
 //! small real cubin. Largest-first was measured 16x slower on cuBLASLt
-//! (multi-megabyte cubins decompressed per architecture). Headers alone give
-//! everything else.
+//! (multi-megabyte cubins decompressed per architecture). And a cubin larger
+//! than [`STUB_MAX_BYTES`] once decompressed is taken as code without a look:
+//! nvlink's stubs measure 0.7-2 KiB (nvcc 13 fixtures, NCCL, cuBLAS), while
+//! CuPy's thrust module keeps one 6 MB cubin per architecture, whose decoding
+//! cost 1.7 s of a 1.8 s audit. Headers alone give everything else.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,6 +21,9 @@ use serde::Serialize;
 use crate::capabilities::{Capability, Code, CodeKind, Variant};
 use crate::fatbin::{codec, cubin, Arch, Entry, Kind, Payload};
 use crate::hostelf::Object;
+
+/// Cubins larger than this (decompressed) are code, not link stubs.
+pub const STUB_MAX_BYTES: u64 = 64 << 10;
 
 /// What a file's device code means for the capability checks.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -105,6 +111,10 @@ pub fn facts(object: &Object<'_>, release: &dyn Fn(&[u8])) -> DeviceFacts {
         list.sort_by_key(|(e, _)| e.plain_size());
         let mut kernels = false;
         for (entry, parent) in list {
+            if entry.plain_size() > STUB_MAX_BYTES {
+                kernels = true;
+                break;
+            }
             f.cubins_decoded += 1;
             let outcome = has_kernels(entry, parent);
             if let Payload::Stored(bytes) = (parent.unwrap_or(entry)).payload {
