@@ -112,6 +112,23 @@ pub struct Finding {
     /// Typed details (capability, RUNPATH entry, library name...).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub details: serde_json::Map<String, serde_json::Value>,
+    /// Where the file sits below the audited root, named by the root's last
+    /// component with any Nix store hash removed (`foo-1.0/lib/libfoo.so`):
+    /// the same for a rebuild, and for a PR's result and its base's, so
+    /// baselines match across them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+}
+
+/// Removes a Nix store hash from a path component (`<32 base32 chars>-name` -> `name`).
+pub fn strip_store_hash(name: &str) -> &str {
+    const NIX_BASE32: &[u8] = b"0123456789abcdfghijklmnpqrsvwxyz";
+    let b = name.as_bytes();
+    if b.len() > 33 && b[32] == b'-' && b[..32].iter().all(|c| NIX_BASE32.contains(c)) {
+        &name[33..]
+    } else {
+        name
+    }
 }
 
 impl Finding {
@@ -124,6 +141,7 @@ impl Finding {
             path: path.into(),
             message: message.into(),
             details: serde_json::Map::new(),
+            location: None,
         }
     }
 
@@ -133,15 +151,20 @@ impl Finding {
         self
     }
 
-    /// The identity a baseline remembers: check, path and the detail that
-    /// names the subject (capability, entry, library), not the message text.
+    /// The identity a baseline remembers: check, location (else path) and
+    /// the detail that names the subject (capability, entry, library), not
+    /// the message text.
     pub fn fingerprint(&self) -> String {
         let subject = ["capability", "entry", "library", "arch"]
             .iter()
             .find_map(|k| self.details.get(*k))
             .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
             .unwrap_or_default();
-        format!("{}\t{}\t{}", self.check, self.path.display(), subject)
+        let place = match &self.location {
+            Some(l) => l.clone(),
+            None => self.path.to_string_lossy().into_owned(),
+        };
+        format!("{}\t{}\t{}", self.check, place, subject)
     }
 }
 
@@ -162,6 +185,16 @@ mod tests {
         ids.dedup();
         assert_eq!(ids.len(), CHECKS.len());
         assert!(ids.iter().all(|id| id.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')));
+    }
+
+    #[test]
+    fn store_hashes_are_stripped() {
+        assert_eq!(strip_store_hash("0c7xgv7n2pn1ljvm3xrjjk2x2bbvyq1f-cudnn-9.8"), "cudnn-9.8");
+        assert_eq!(strip_store_hash("result"), "result");
+        assert_eq!(
+            strip_store_hash("eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee-x"),
+            "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee-x"
+        );
     }
 
     #[test]

@@ -486,3 +486,25 @@ fn corrupt_and_unreadable_files_are_named_and_exit_2() {
     assert!(String::from_utf8_lossy(&out.stdout)
         .contains(&format!("{}: permission denied", secret.display())));
 }
+
+#[test]
+fn baselines_match_across_store_paths_of_a_rebuild() {
+    // The same package built twice (a PR and its base) lands in two store
+    // paths; a baseline from one must hide the same findings in the other.
+    let (t, _prog) = small_tree();
+    let a = t.path().join("0c7xgv7n2pn1ljvm3xrjjk2x2bbvyq1f-pkg-1.0");
+    let b = t.path().join("1d8yhw8p3qp2mkwn4ysrkl3y3ccwzr2g-pkg-1.0");
+    for dir in [&a, &b] {
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::copy(t.path().join("out/bin/prog"), dir.join("bin/prog")).unwrap();
+    }
+    let report = t.path().join("base.json");
+    let out = run(&["--format", "json", "--system-lib-dirs"], &[&a]);
+    assert_eq!(out.status.code(), Some(1));
+    std::fs::write(&report, &out.stdout).unwrap();
+    // An earlier JSON report serves as the baseline.
+    let out = run(&["--system-lib-dirs", "--baseline", report.to_str().unwrap()], &[&b]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let (_, r) = json(&["--system-lib-dirs"], &[&b]);
+    assert_eq!(r["findings"][0]["location"], "pkg-1.0/bin/prog");
+}

@@ -145,7 +145,13 @@ pub struct Audit {
 /// `result` links are meant to be).
 pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
     let mut audit = Audit::default();
-    let mut outcomes: Vec<(PathBuf, FileOutcome)> = Vec::new();
+    // (shown path, stable location for baselines, outcome)
+    let mut outcomes: Vec<(PathBuf, String, FileOutcome)> = Vec::new();
+    let root_name = |p: &Path| -> String {
+        let name = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let name = name.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        crate::finding::strip_store_hash(&name).to_string()
+    };
     for path in paths {
         let meta = match std::fs::metadata(path) {
             Ok(m) => m,
@@ -170,27 +176,25 @@ pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
                 kind.file_type.is_file().then(|| audit_file(p, policy))
             });
             audit.failures.extend(walked.errors.iter().map(|e| e.to_string()));
+            let base = root_name(path);
             for (p, outcome) in walked.items {
-                let shown = match p.strip_prefix(&root) {
-                    Ok(rel) if root != *path => path.join(rel),
-                    _ => p,
-                };
-                outcomes.push((shown, outcome));
+                let rel = p.strip_prefix(&root).map(Path::to_path_buf).unwrap_or_default();
+                let location = Path::new(&base).join(&rel).to_string_lossy().into_owned();
+                let shown = if root != *path { path.join(&rel) } else { p };
+                outcomes.push((shown, location, outcome));
             }
         } else {
-            outcomes.push((path.clone(), audit_file(path, policy)));
+            outcomes.push((path.clone(), root_name(path), audit_file(path, policy)));
         }
     }
     let mut cudart = Vec::new();
-    for (shown, outcome) in outcomes {
+    for (shown, location, outcome) in outcomes {
         match outcome {
             Ok(Some((mut facts, findings))) => {
-                let rename = facts.path != shown;
                 facts.path = shown.clone();
                 audit.findings.extend(findings.into_iter().map(|mut f| {
-                    if rename {
-                        f.path = shown.clone();
-                    }
+                    f.path = shown.clone();
+                    f.location = Some(location.clone());
                     f
                 }));
                 cudart.push((shown, facts.dynamic.as_ref().and_then(|d| d.cudart_major())));
