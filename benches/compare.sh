@@ -123,7 +123,9 @@ fetch_wheel() {
     "$member" -d "$dest"
 }
 
-mb() { du -smL "$@" | awk '{ s += $1 } END { printf "%d MB", s }'; }
+mb() { # total size in MB (10^6 bytes), links followed
+  find -L "$@" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%d MB", s / 1e6 }'
+}
 
 # ---- noBrokenSymlinks -------------------------------------------------------
 # A store with one output of N links in nested folders: 1/10 dangling, the rest
@@ -227,7 +229,7 @@ check_runpath() { # same RUNPATH from ours and from patchelf on one file?
 bench_runpath() { # SRC_DIR SIZE_LABEL ROUNDS
   runpath_src=$1
   local size=$2 rounds=$3 first mode flags
-  first=$(find "$runpath_src" -maxdepth 1 -type f ! -name .done -printf '%f\n' | sort | head -n 1)
+  first=$(find -L "$runpath_src" -maxdepth 1 -type f ! -name .done -printf '%f\n' | sort | head -n 1)
   for mode in default --in-place; do
     flags=()
     [[ $mode == --in-place ]] && flags=(--in-place)
@@ -250,8 +252,9 @@ need_cublas() {
   fetch_wheel nvidia-cublas-cu12==12.9.3.13 'nvidia/cublas/lib/libcublasLt.so.12' "$cublas_dir"
 }
 
-# The test corpus (cuRAND x2, cuFFT, CuPy; tests/tools/corpus.sh, ~800 MB
-# unpacked). --quick uses cuRAND 10.3 alone (68 MB wheel, 160 MB unpacked).
+# The test corpus (cuRAND x2, cuFFT, CuPy; tests/tools/corpus.sh, 835 MB
+# unpacked) and libcublasLt.so.12. --quick uses cuRAND 10.3 alone (68 MB wheel,
+# 160 MB unpacked).
 corpus_dirs=()
 need_corpus() {
   ((${#corpus_dirs[@]})) && return 0
@@ -266,7 +269,8 @@ need_corpus() {
   else
     PIP=${pip[*]} bash tests/tools/corpus.sh >/dev/null
     need_cublas
-    corpus_dirs=("$root/.cache/corpus/lib" "$cublas_dir")
+    # (the file itself: a folder walk does not follow links inside folders)
+    corpus_dirs=("$root/.cache/corpus/lib" "$cublas_dir/libcublasLt.so.12")
   fi
 }
 corpus_files() { find -L "${corpus_dirs[@]}" -type f -name '*.so*' | sort; }
@@ -289,7 +293,9 @@ check_listing() { # FLAG LABEL FILES...
   local flag=$1 label=$2 f same=0 differ=0
   shift 2
   for f in "$@"; do
-    if cmp -s <("$bin/cuda-elf-inspect" "$flag" "$f" 2>&1) <("$cuobjdump" "$flag" "$f" 2>&1); then
+    # (messages start with the tool's name: "cuobjdump info    : File ... does not contain device code")
+    if cmp -s <("$bin/cuda-elf-inspect" "$flag" "$f" 2>&1 | sed 's/^cuda-elf-inspect /cuobjdump /') \
+      <("$cuobjdump" "$flag" "$f" 2>&1); then
       same=$((same + 1))
     else
       differ=$((differ + 1))
@@ -379,7 +385,11 @@ if want scaling; then
     rm -rf "$twice"
     mkdir -p "$twice"
     i=0
-    for d in "${corpus_dirs[@]}"; do cp -rL --reflink=auto "$d" "$twice/$i"; i=$((i + 1)); done
+    for d in "${corpus_dirs[@]}"; do
+      mkdir -p "$twice/$i"
+      cp -rL --reflink=auto "$d" "$twice/$i/"
+      i=$((i + 1))
+    done
     touch "$twice/.done"
   fi
   compare "audit scaling: corpus x1 vs x2" "$size, then twice" "$r" "$r" "corpus x2 (real copy)" \
