@@ -1,36 +1,59 @@
 #!/usr/bin/env bash
 # Puts each of our binaries beside its anchor on the same input, alternating
-# runs (A B A B ...) after a warm-up, and prints a Markdown table: median and
+# runs (A B A B ...) after a warm-up, and prints one Markdown table: median and
 # min-max wall time, peak resident memory, and the ratio anchor/ours.
 #
-#   benches/compare.sh            full run (numbers for BENCHMARKS.md)
-#   benches/compare.sh --quick    small inputs, one round: a smoke test for CI
+#   benches/compare.sh                 full run (the numbers in BENCHMARKS.md)
+#   benches/compare.sh --quick         small inputs, few rounds: CI's smoke test
+#   benches/compare.sh --only LIST     only these sections (comma-separated):
+#                                      symlinks, runpath, listing, audit, scaling
 #
-# Inputs are generated here into .cache/bench (ignored by git). Timings are
-# for people, read as ratios: the machines here are small and shared.
+# Inputs are generated or downloaded (pinned) into .cache/bench (ignored by
+# git); the test corpus comes from tests/tools/corpus.sh (.cache/corpus). The
+# full run also needs libcublasLt.so.12 from nvidia-cublas-cu12==12.9.3.13
+# (581 MB wheel, downloaded once); --quick does not.
+#
+# Timings are for people, read as ratios: the machines here are small and
+# shared. The script must not fail on a slow or odd machine: a run that fails
+# is still timed, and the checks of equal output are reported, not enforced.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 quick=false
-[[ ${1-} == --quick ]] && quick=true
+only=symlinks,runpath,listing,audit,scaling
+while (($#)); do
+  case $1 in
+    --quick) quick=true ;;
+    --only) only=$2; shift ;;
+    *) echo "usage: $0 [--quick] [--only symlinks,runpath,listing,audit,scaling]" >&2; exit 2 ;;
+  esac
+  shift
+done
+want() { [[ ,$only, == *,$1,* ]]; }
 
 host=$(rustc -vV | sed -n 's/^host: //p')
 make -s static >/dev/null
 bin=$root/target/$host/release
 cache=$root/.cache/bench
 mkdir -p "$cache"
+patchelf=$root/.tools/patchelf
+cuobjdump=$root/.tools/cuda/bin/cuobjdump
+pip=(python3 -m pip)
+[[ -x $root/.tools/venv/bin/pip ]] && pip=("$root/.tools/venv/bin/pip")
+notes=()
+note() { notes+=("$*"); echo "compare.sh: $*" >&2; }
 
-# measure LABEL CMD... : one run; appends "seconds maxrss_kb" to $cache/LABEL.times
+# measure LABEL CMD... : one run; appends "microseconds maxrss_kb" to $cache/LABEL.times
 measure() {
   local label=$1
   shift
   local t0 t1 rss
   t0=$(date +%s%N)
-  # The checked trees hold broken links on purpose: a non-zero exit is expected.
+  # Some inputs hold broken links or damage on purpose: a non-zero exit is expected.
   /usr/bin/time -f '%M' -o "$cache/rss" "$@" >/dev/null 2>&1 || true
   rss=$(tail -n 1 "$cache/rss")
   t1=$(date +%s%N)
-  echo "$(( (t1 - t0) / 1000 )) $rss" >>"$cache/$label.times"
+  echo "$(((t1 - t0) / 1000)) $rss" >>"$cache/$label.times"
 }
 
 # stats LABEL -> "median min max rss" (seconds, MB)
@@ -45,8 +68,18 @@ stats() {
 
 fmt_time() { awk -v s="$1" 'BEGIN { if (s < 1) printf "%.1f ms", s * 1000; else printf "%.2f s", s }'; }
 
+# Dropping the page cache needs root and a writable /proc/sys (not in every
+# container); without it the "cold" rows are not measured, and the table says so.
+can_drop=false
+if ! $quick && [[ -w /proc/sys/vm/drop_caches ]] && (echo 3 >/proc/sys/vm/drop_caches) 2>/dev/null; then
+  can_drop=true
+fi
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+
 rows=()
-# compare WORKLOAD SIZE ROUNDS_ANCHOR ROUNDS_OURS ANCHOR_NAME -- OURS... -- ANCHOR...
+# [SETUP=fn] [WARMUP=false] compare WORKLOAD SIZE ROUNDS_ANCHOR ROUNDS_OURS ANCHOR_NAME -- OURS... -- ANCHOR...
+# SETUP, when set, is called untimed before every run (the warm-up too) with
+# "ours" or "anchor": fresh copies of inputs a run destroys, or a cache drop.
 compare() {
   local workload=$1 size=$2 ra=$3 ro=$4 anchor_name=$5
   shift 5
@@ -55,21 +88,43 @@ compare() {
   while [[ $1 != -- ]]; do ours+=("$1"); shift; done
   shift
   anchor=("$@")
+  local setup=${SETUP:-true} warmup=${WARMUP:-true}
   local la=a-$RANDOM lo=o-$RANDOM
   : >"$cache/$la.times"
   : >"$cache/$lo.times"
-  "${ours[@]}" >/dev/null 2>&1 || true # warm-up (page cache, dentries)
+  echo "compare.sh: $workload, $size: ours ($ro runs) vs $anchor_name ($ra runs)" >&2
+  if $warmup; then # page cache, dentries, the binaries themselves
+    "$setup" ours
+    "${ours[@]}" >/dev/null 2>&1 || true
+  fi
   local i
   for ((i = 0; i < (ra > ro ? ra : ro); i++)); do
-    ((i < ro)) && measure "$lo" "${ours[@]}"
-    ((i < ra)) && measure "$la" "${anchor[@]}"
+    if ((i < ro)); then "$setup" ours; measure "$lo" "${ours[@]}"; fi
+    if ((i < ra)); then "$setup" anchor; measure "$la" "${anchor[@]}"; fi
   done
   read -r om omin omax orss < <(stats "$lo")
   read -r am amin amax arss < <(stats "$la")
   local ratio
-  ratio=$(awk -v a="$am" -v o="$om" 'BEGIN { printf "%.1fx", a / o }')
-  rows+=("| $workload | $size | $(fmt_time "$om") ($(fmt_time "$omin")-$(fmt_time "$omax")) | $orss MB | $anchor_name | $(fmt_time "$am") ($(fmt_time "$amin")-$(fmt_time "$amax")) | $arss MB | $ratio |")
+  ratio=$(awk -v a="$am" -v o="$om" 'BEGIN { r = a / o; printf (r >= 10 ? "%.0fx" : "%.2fx"), r }')
+  rows+=("| $workload | $size | $(fmt_time "$om") ($(fmt_time "$omin")-$(fmt_time "$omax")) | $orss MB | $anchor_name | $(fmt_time "$am") ($(fmt_time "$amin")-$(fmt_time "$amax")) | $arss MB | $ratio | $ro/$ra |")
   rm -f "$cache/$la.times" "$cache/$lo.times"
+}
+
+# fetch_wheel SPEC MEMBER DEST: DEST/<basename of MEMBER> from a pinned PyPI wheel, once.
+fetch_wheel() {
+  local spec=$1 member=$2 dest=$3
+  [[ -f $dest/${member##*/} ]] && return 0
+  echo "compare.sh: downloading $spec" >&2
+  mkdir -p "$cache/wheels" "$dest"
+  "${pip[@]}" download -q --disable-pip-version-check --no-deps --only-binary :all: \
+    -d "$cache/wheels" "$spec"
+  local name=${spec%%==*} version=${spec#*==}
+  unzip -q -o -j "$(ls "$cache/wheels/$(echo "$name" | tr - _)-$version-"*.whl | head -n 1)" \
+    "$member" -d "$dest"
+}
+
+mb() { # total size in MB (10^6 bytes), links followed
+  find -L "$@" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%d MB", s / 1e6 }'
 }
 
 # ---- noBrokenSymlinks -------------------------------------------------------
@@ -117,18 +172,239 @@ bench_symlinks() {
     -- find "$dir/store/out" -xtype l
 }
 
-if $quick; then
-  bench_symlinks 1000 1 3
-else
-  bench_symlinks 1000 3 9
-  bench_symlinks 20000 1 9
-  bench_symlinks 200000 0 5
+if want symlinks; then
+  if $quick; then
+    bench_symlinks 1000 1 3
+  else
+    bench_symlinks 1000 3 9
+    bench_symlinks 20000 1 9
+    bench_symlinks 200000 0 5
+  fi
 fi
 
-# ---- report -------------------------------------------------------------------
+# ---- autoAddDriverRunpath -----------------------------------------------------
+# Anchor: the upstream method per file, `patchelf --print-rpath` then
+# `patchelf --set-rpath /run/opengl-driver/lib:<old>` (patchelf 0.19 from
+# .tools). Patching is destructive, so every run (warm-up included) starts from
+# fresh copies, made untimed and synced to disk before the clock starts.
+upstream_runpath='for f in "$1"/*; do old=$("$0" --print-rpath "$f"); "$0" --set-rpath "/run/opengl-driver/lib${old:+:$old}" "$f"; done'
+
+make_small_elfs() {
+  local n=$1 dir=$cache/elf-$1
+  if [[ ! -f $dir/.done ]]; then
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    if command -v cc >/dev/null; then
+      printf '#include <stdio.h>\nint main(void) { puts("hi"); return 0; }\n' >"$cache/p.c"
+      cc -O2 -o "$cache/p" "$cache/p.c" -Wl,-rpath,'$ORIGIN/../lib'
+    else
+      cp /bin/true "$cache/p"
+    fi
+    for ((i = 0; i < n; i++)); do cp "$cache/p" "$dir/p$i"; done
+    touch "$dir/.done"
+  fi
+  echo "$dir"
+}
+
+runpath_src=
+fresh_copies() { # fresh copies of $runpath_src into work/ours or work/anchor
+  rm -rf "$cache/work/$1"
+  mkdir -p "$cache/work/$1"
+  cp -rL "$runpath_src"/. "$cache/work/$1/"
+  rm -f "$cache/work/$1/.done"
+  sync
+}
+
+check_runpath() { # same RUNPATH from ours and from patchelf on one file?
+  local f=$1 a b
+  a=$("$patchelf" --print-rpath "$cache/work/ours/$f" 2>&1 || true)
+  b=$("$patchelf" --print-rpath "$cache/work/anchor/$f" 2>&1 || true)
+  if [[ $a == "$b" && $a == /run/opengl-driver/lib* ]]; then
+    note "runpath check ($2): ours and patchelf both wrote RUNPATH '$a'"
+  else
+    note "runpath check ($2): DIFFERENT: ours '$a', patchelf '$b'"
+  fi
+}
+
+bench_runpath() { # SRC_DIR SIZE_LABEL ROUNDS
+  runpath_src=$1
+  local size=$2 rounds=$3 first mode flags
+  first=$(find -L "$runpath_src" -maxdepth 1 -type f ! -name .done -printf '%f\n' | sort | head -n 1)
+  for mode in default --in-place; do
+    flags=()
+    [[ $mode == --in-place ]] && flags=(--in-place)
+    SETUP=fresh_copies compare "autoAddDriverRunpath ($mode)" "$size" "$rounds" "$rounds" \
+      "patchelf --print-rpath + --set-rpath" \
+      -- "$bin/auto-add-driver-runpath" "${flags[@]}" "$cache/work/ours" \
+      -- bash -c "$upstream_runpath" "$patchelf" "$cache/work/anchor"
+    check_runpath "$first" "$size, $mode"
+  done
+  rm -rf "$cache/work"
+}
+
+cublas_dir=$cache/cublas
+need_cublas() {
+  local have=$root/.cache/corpus/lib/nvidia-cublas-cu12-12.9.3.13/nvidia/cublas/lib/libcublasLt.so.12
+  if [[ ! -f $cublas_dir/libcublasLt.so.12 && -f $have ]]; then
+    mkdir -p "$cublas_dir"
+    ln -s "$have" "$cublas_dir/libcublasLt.so.12"
+  fi
+  fetch_wheel nvidia-cublas-cu12==12.9.3.13 'nvidia/cublas/lib/libcublasLt.so.12' "$cublas_dir"
+}
+
+# The test corpus (cuRAND x2, cuFFT, CuPy; tests/tools/corpus.sh, 835 MB
+# unpacked) and libcublasLt.so.12. --quick uses cuRAND 10.3 alone (68 MB wheel,
+# 160 MB unpacked).
+corpus_dirs=()
+need_corpus() {
+  ((${#corpus_dirs[@]})) && return 0
+  if $quick; then
+    local have=$root/.cache/corpus/lib/nvidia-curand-cu12-10.3.10.19
+    if [[ -f $have/.done ]]; then
+      corpus_dirs=("$have")
+    else
+      fetch_wheel nvidia-curand-cu12==10.3.10.19 'nvidia/curand/lib/libcurand.so.10' "$cache/curand"
+      corpus_dirs=("$cache/curand")
+    fi
+  else
+    PIP=${pip[*]} bash tests/tools/corpus.sh >/dev/null
+    need_cublas
+    # (the file itself: a folder walk does not follow links inside folders)
+    corpus_dirs=("$root/.cache/corpus/lib" "$cublas_dir/libcublasLt.so.12")
+  fi
+}
+corpus_files() { find -L "${corpus_dirs[@]}" -type f -name '*.so*' | sort; }
+
+if want runpath; then
+  if $quick; then
+    bench_runpath "$(make_small_elfs 100)" "100 small ELF files" 3
+  else
+    bench_runpath "$(make_small_elfs 1000)" "1,000 small ELF files" 5
+    need_cublas
+    bench_runpath "$cublas_dir" "libcublasLt.so.12, $(mb "$cublas_dir")" 3
+  fi
+fi
+
+# ---- listing ----------------------------------------------------------------------
+# cuda-elf-inspect --list-elf / --list-ptx against cuobjdump 13.5 on the same
+# file; on a folder, cuobjdump runs once per file (it takes one) and ours once
+# with all the files. The outputs are compared first and the result noted.
+check_listing() { # FLAG LABEL FILES...
+  local flag=$1 label=$2 f same=0 differ=0
+  shift 2
+  for f in "$@"; do
+    # (messages start with the tool's name: "cuobjdump info    : File ... does not contain device code")
+    if cmp -s <("$bin/cuda-elf-inspect" "$flag" "$f" 2>&1 | sed 's/^cuda-elf-inspect /cuobjdump /') \
+      <("$cuobjdump" "$flag" "$f" 2>&1); then
+      same=$((same + 1))
+    else
+      differ=$((differ + 1))
+    fi
+  done
+  note "listing check ($label, $flag): output identical to cuobjdump's on $same of $# files$( ((differ)) && echo " ($differ differ)")"
+}
+
+bench_listing() { # LABEL ROUNDS FILES...
+  local label=$1 rounds=$2 flag
+  shift 2
+  for flag in --list-elf --list-ptx; do
+    check_listing "$flag" "$label" "$@"
+    if (($# == 1)); then
+      compare "listing $flag" "$label" "$rounds" "$rounds" "cuobjdump $flag" \
+        -- "$bin/cuda-elf-inspect" "$flag" "$1" \
+        -- "$cuobjdump" "$flag" "$1"
+    else
+      compare "listing $flag" "$label" "$rounds" "$rounds" "cuobjdump $flag, once per file" \
+        -- "$bin/cuda-elf-inspect" "$flag" "$@" \
+        -- bash -c 'for f in "$@"; do "$0" '"$flag"' "$f" || true; done' "$cuobjdump" "$@"
+    fi
+  done
+}
+
+if want listing; then
+  need_corpus
+  mapfile -t files < <(corpus_files)
+  if $quick; then
+    bench_listing "$(basename "${files[0]}"), $(mb "${files[0]}")" 3 "${files[0]}"
+  else
+    bench_listing "libcublasLt.so.12, $(mb "$cublas_dir/libcublasLt.so.12")" 5 "$cublas_dir/libcublasLt.so.12"
+    bench_listing "corpus: ${#files[@]} files, $(mb "${files[@]}")" 3 "${files[@]}"
+  fi
+fi
+
+# ---- audit ---------------------------------------------------------------------------
+# `cuda-elf-inspect FOLDERS` (the default audit: every payload decoded) and with
+# requested capabilities, warm and cold-ish (page cache dropped before every
+# run of either side). No tool does this audit; the anchor is what a shell
+# audit would need at least: cuobjdump --list-elf and --list-ptx on every file.
+anchor_audit='for f in "$@"; do "$0" --list-elf "$f" || true; "$0" --list-ptx "$f" || true; done'
+cold() { drop_caches; }
+
+if want audit; then
+  need_corpus
+  mapfile -t files < <(corpus_files)
+  size="corpus: ${#files[@]} files, $(mb "${files[@]}")"
+  r=3
+  $quick && r=2
+  for caps in "" "8.0 9.0"; do
+    args=()
+    wl="audit (default)"
+    if [[ -n $caps ]]; then
+      args=(--cuda-capabilities "$caps")
+      wl="audit --cuda-capabilities \"$caps\""
+    fi
+    compare "$wl, warm" "$size" "$r" "$r" "cuobjdump -lelf + -lptx per file" \
+      -- "$bin/cuda-elf-inspect" "${args[@]}" "${corpus_dirs[@]}" \
+      -- bash -c "$anchor_audit" "$cuobjdump" "${files[@]}"
+    if $can_drop; then
+      SETUP=cold WARMUP=false compare "$wl, cold" "$size" "$r" "$r" "cuobjdump -lelf + -lptx per file" \
+        -- "$bin/cuda-elf-inspect" "${args[@]}" "${corpus_dirs[@]}" \
+        -- bash -c "$anchor_audit" "$cuobjdump" "${files[@]}"
+    fi
+  done
+  $can_drop || note "cold rows not measured: the page cache cannot be dropped here (needs root and a writable /proc/sys/vm/drop_caches; skipped under --quick)"
+fi
+
+# ---- scaling -------------------------------------------------------------------------
+# The audit against itself: 2 threads ("ours") vs 1 thread ("anchor"): the
+# ratio is the speed-up; and the corpus ("ours") vs the corpus twice ("anchor",
+# a second real copy: hard links would be the same inodes, the same pages): the
+# ratio is how cost grows when the input doubles (2.00x = linear).
+if want scaling; then
+  need_corpus
+  mapfile -t files < <(corpus_files)
+  size="corpus: ${#files[@]} files, $(mb "${files[@]}")"
+  r=5
+  $quick && r=2
+  compare "audit scaling: RAYON_NUM_THREADS=2 vs 1" "$size" "$r" "$r" "same, 1 thread" \
+    -- env RAYON_NUM_THREADS=2 "$bin/cuda-elf-inspect" "${corpus_dirs[@]}" \
+    -- env RAYON_NUM_THREADS=1 "$bin/cuda-elf-inspect" "${corpus_dirs[@]}"
+  twice=$cache/corpus-copy
+  if $quick; then twice=$cache/corpus-copy-quick; fi
+  if [[ ! -f $twice/.done ]]; then
+    rm -rf "$twice"
+    mkdir -p "$twice"
+    i=0
+    for d in "${corpus_dirs[@]}"; do
+      mkdir -p "$twice/$i"
+      cp -rL --reflink=auto "$d" "$twice/$i/"
+      i=$((i + 1))
+    done
+    touch "$twice/.done"
+  fi
+  compare "audit scaling: corpus x1 vs x2" "$size, then twice" "$r" "$r" "corpus x2 (real copy)" \
+    -- "$bin/cuda-elf-inspect" "${corpus_dirs[@]}" \
+    -- "$bin/cuda-elf-inspect" "${corpus_dirs[@]}" "$twice"
+fi
+
+# ---- report -----------------------------------------------------------------------------
 echo
-echo "Machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $(date -u +%Y-%m-%d)"
+echo "Machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $(awk '/MemTotal/ { printf "%.0f GB RAM", $2 / 1048576 }' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg); $(date -u '+%Y-%m-%d %H:%M UTC'); benches/compare.sh${quick:+}$($quick && echo ' --quick')"
 echo
-echo "| workload | input | ours median (min-max) | ours peak RSS | anchor | anchor median (min-max) | anchor peak RSS | anchor/ours |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| workload | input | ours median (min-max) | ours peak RSS | anchor | anchor median (min-max) | anchor peak RSS | anchor/ours | runs ours/anchor |"
+echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+if ((${#notes[@]})); then
+  echo
+  printf -- '- %s\n' "${notes[@]}"
+fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Downloads the real-library corpus (PyPI wheels with CUDA libraries nobody
 # here wrote) into .cache/wheels/ (git-ignored), once. Used by the opt-in
-# tests `cargo test --release -- --ignored` and by BENCH_BIG=1 benches/runpath.sh.
+# tests `cargo test --release -- --ignored` (the benchmark, compare.sh, fetches
+# its own inputs into .cache/bench).
 #   nvidia-cublas-cu12   libcublasLt.so.12: 715 MiB, 5,839 cubins, LZ4 + ZSTD
 #   nvidia-curand-cu12   libcurand.so.10: 143 cubins, raw ELF + LZ4 PTX
 #   cupy-cuda12x         Python extension modules with fatbins (LZ4)

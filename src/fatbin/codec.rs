@@ -43,6 +43,7 @@ pub fn plain<'a>(entry: &Entry<'a>) -> Result<Cow<'a, [u8]>, FatbinError> {
         })?,
     };
     let size = size as usize;
+    will_need(input);
     match entry.codec {
         Codec::None => Ok(Cow::Borrowed(stored)),
         Codec::Lz4 => {
@@ -82,6 +83,26 @@ pub fn part<'p>(part: &Entry<'_>, parent_plain: &'p [u8]) -> Result<&'p [u8], Fa
             parent_plain.len()
         ),
     })
+}
+
+/// Asks the kernel to read `bytes` (a payload about to be decoded from start
+/// to end) ahead, in large requests. Maps are advised `MADV_RANDOM` because
+/// the headers are scattered; without this hint a cold payload was read one
+/// 4 KiB page fault at a time (perf: `filemap_read_folio` under `lz4_block`).
+/// Advisory only: on memory that is not a file map it does nothing useful
+/// and its failure changes nothing.
+fn will_need(bytes: &[u8]) {
+    const PAGE: usize = 4096;
+    if bytes.len() < 2 * PAGE {
+        return;
+    }
+    let start = bytes.as_ptr() as usize & !(PAGE - 1);
+    let end = bytes.as_ptr() as usize + bytes.len();
+    // SAFETY: MADV_WILLNEED does not change the contents or the validity of
+    // any mapping; it only starts reads into the page cache.
+    unsafe {
+        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_WILLNEED);
+    }
 }
 
 /// Decodes one raw LZ4 block that must produce exactly `size` bytes.
@@ -131,10 +152,16 @@ pub fn lz4_block(input: &[u8], size: usize) -> Result<Vec<u8>, String> {
         if out.len() + len > size {
             return Err(format!("output exceeds the {size} bytes the header announced"));
         }
+        // Copy the match in runs rather than byte by byte (the byte loop was
+        // 72% of the audit's time on the corpus). When it overlaps its own
+        // output (offset < len), the `offset` bytes before repeat: each run
+        // copies what is decoded so far from `start`, doubling it.
         let start = out.len() - offset;
-        for i in 0..len {
-            let b = out[start + i];
-            out.push(b);
+        let mut left = len;
+        while left > 0 {
+            let run = (out.len() - start).min(left);
+            out.extend_from_within(start..start + run);
+            left -= run;
         }
     }
     if out.len() != size {
@@ -156,5 +183,13 @@ mod tests {
         assert!(lz4_block(&[0x35, b'a', 9, 0, 0], 20).is_err());
         assert!(lz4_block(&[0xf0, 255, 255], 20).is_err());
         assert!(lz4_block(&[], 0).is_err());
+        // Offset 1 (a run of one byte), offset 2 with an odd length, and a
+        // match that does not overlap its output.
+        let run = [0x1f, b'x', 1, 0, 11, 0x00];
+        assert_eq!(lz4_block(&run, 31).unwrap(), [b'x'; 31]);
+        let two = [0x23, b'a', b'b', 2, 0, 0x00];
+        assert_eq!(lz4_block(&two, 9).unwrap(), b"ababababa");
+        let far = [0x40, b'w', b'x', b'y', b'z', 4, 0, 0x00];
+        assert_eq!(lz4_block(&far, 8).unwrap(), b"wxyzwxyz");
     }
 }
