@@ -63,21 +63,19 @@ pub fn round_trip(data: &[u8], opts: &runpath::Options) -> Option<Patched> {
 }
 
 fn check_object(new: &[u8], value: &[u8], tag: Tag, is64: bool) {
-    use object::read::elf::{Dyn, FileHeader, SectionHeader};
+    use object::read::elf::{Dyn, FileHeader};
     use object::Endianness;
     fn one<H: FileHeader<Endian = Endianness>>(new: &[u8], value: &[u8], tag: Tag) {
         let header = H::parse(new).expect("object parses the ELF header");
         let endian = header.endian().expect("object: endianness");
         header.program_headers(endian, new).expect("object parses the program headers");
         let sections = header.sections(endian, new).expect("object parses the section headers");
-        let Some((dyns, index)) = sections.dynamic(endian, new).expect("object: .dynamic") else {
+        let Some((dyns, link)) = sections.dynamic(endian, new).expect("object: .dynamic") else {
             // No section headers (or no SHT_DYNAMIC): nothing more object can say.
             return;
         };
-        let link = sections.section(index).expect("dynamic section").sh_link(endian);
-        let strings = sections
-            .strings(endian, new, object::SectionIndex(link as usize))
-            .expect("object: .dynamic's string table");
+        // `dynamic` returns the index of the linked string table.
+        let strings = sections.strings(endian, new, link).expect("object: .dynamic's string table");
         let want = tag.dt();
         let mut found = None;
         for d in dyns {

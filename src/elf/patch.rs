@@ -637,11 +637,20 @@ fn grow_plan(elf: &Elf<'_>) -> Option<Grow> {
         if !movable || s.flags & SHF_ALLOC == 0 {
             return None;
         }
+        // Headers follow the block by address: a section whose address
+        // disagrees with its offset would be overwritten, not moved (found
+        // by fuzzing: a corrupt note address let the grown table overwrite
+        // .note.gnu.build-id).
+        if Some(s.addr) != first.vaddr.checked_add(s.offset - first.offset) {
+            return None;
+        }
         align = align.max(s.addralign.max(1));
     }
     for p in elf.phdrs.iter().filter(|p| p.p_type != PT_LOAD && p.filesz > 0) {
         if overlaps(p.offset, p.filesz, b0, b1)
-            && !matches!(p.p_type, PT_NOTE | PT_GNU_PROPERTY | PT_INTERP)
+            && (!matches!(p.p_type, PT_NOTE | PT_GNU_PROPERTY | PT_INTERP)
+                || p.offset < b0
+                || Some(p.vaddr) != first.vaddr.checked_add(p.offset - first.offset))
         {
             return None;
         }
