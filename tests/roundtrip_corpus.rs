@@ -75,6 +75,11 @@ fn check(name: &str, input: &[u8], variant: u8, dir: &Path) -> bool {
     };
     let want = format!("{label}: [{}]", String::from_utf8_lossy(&p.value));
     assert!(d.contains(&want), "{name}: readelf -d lacks {want}:\n{d}");
+    if !old_err.is_empty() {
+        // readelf itself cannot make sense of the original's tables (a fuzzed
+        // input): the byte comparison of our own reader (round_trip) stands.
+        return true;
+    }
     let (so, sn) = (sections(&old), sections(&new));
     assert_eq!(so, sn, "{name}: section lists differ");
     for (idx, sname, ty) in &so {
