@@ -57,15 +57,36 @@ pub fn round_trip(data: &[u8], opts: &runpath::Options) -> Option<Patched> {
     let nd = n.dynamic().expect("dynamic readable").expect("dynamic present");
     let got = patch::current_path(&n, &nd).expect("search path readable");
     assert_eq!(got, Some((value.as_slice(), tag)), "search path reads back");
-    check_object(&new, &value, tag, n.layout.is64);
+    let strtab = dynamic.get(nix_cuda_hooks::elf::DT_STRTAB);
+    check_object(data, strtab, &new, &value, tag, n.layout.is64);
     check_sections(&elf, &n);
     Some(Patched { bytes: new, value, tag, rewrite: rw })
 }
 
-fn check_object(new: &[u8], value: &[u8], tag: Tag, is64: bool) {
-    use object::read::elf::{Dyn, FileHeader};
+fn check_object(old: &[u8], strtab: Option<u64>, new: &[u8], value: &[u8], tag: Tag, is64: bool) {
+    use object::read::elf::{Dyn, FileHeader, SectionHeader};
     use object::Endianness;
-    fn one<H: FileHeader<Endian = Endianness>>(new: &[u8], value: &[u8], tag: Tag) {
+    /// Whether, in the original, the string table that object links to
+    /// `.dynamic` is the one DT_STRTAB names (a fuzzed section table may
+    /// link elsewhere; then object could not read the old strings either).
+    fn consistent<H: FileHeader<Endian = Endianness>>(old: &[u8], strtab: Option<u64>) -> bool {
+        let Ok(header) = H::parse(old) else { return false };
+        let Ok(endian) = header.endian() else { return false };
+        let Ok(sections) = header.sections(endian, old) else { return false };
+        match sections.dynamic(endian, old) {
+            Ok(Some((_, link))) => {
+                sections.section(link).is_ok_and(|s| Some(s.sh_addr(endian).into()) == strtab)
+            }
+            _ => false,
+        }
+    }
+    fn one<H: FileHeader<Endian = Endianness>>(
+        old: &[u8],
+        strtab: Option<u64>,
+        new: &[u8],
+        value: &[u8],
+        tag: Tag,
+    ) {
         let header = H::parse(new).expect("object parses the ELF header");
         let endian = header.endian().expect("object: endianness");
         header.program_headers(endian, new).expect("object parses the program headers");
@@ -74,6 +95,9 @@ fn check_object(new: &[u8], value: &[u8], tag: Tag, is64: bool) {
             // No section headers (or no SHT_DYNAMIC): nothing more object can say.
             return;
         };
+        if !consistent::<H>(old, strtab) {
+            return;
+        }
         // `dynamic` returns the index of the linked string table.
         let strings = sections.strings(endian, new, link).expect("object: .dynamic's string table");
         let want = tag.dt();
@@ -91,9 +115,9 @@ fn check_object(new: &[u8], value: &[u8], tag: Tag, is64: bool) {
         assert_eq!(found, Some(value), "object reads the search path");
     }
     if is64 {
-        one::<object::elf::FileHeader64<Endianness>>(new, value, tag)
+        one::<object::elf::FileHeader64<Endianness>>(old, strtab, new, value, tag)
     } else {
-        one::<object::elf::FileHeader32<Endianness>>(new, value, tag)
+        one::<object::elf::FileHeader32<Endianness>>(old, strtab, new, value, tag)
     }
 }
 
