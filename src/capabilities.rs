@@ -97,7 +97,9 @@ impl Capability {
         };
         let (major, minor) = match body.split_once('.') {
             Some((ma, mi)) => (ma, mi),
-            None if body.len() >= 2 => body.split_at(body.len() - 1),
+            // `split_at_checked`: a non-ASCII last character is no digit
+            // (found by fuzzing: splitting inside it panicked).
+            None if body.len() >= 2 => body.split_at_checked(body.len() - 1)?,
             None => return None,
         };
         let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
@@ -528,5 +530,14 @@ mod tests {
         assert_eq!(coverage(&codes, cap("7.5")), Runs::No);
         // Requesting 9.0a means a 9.0 device: plain sm_90 SASS runs there too.
         assert_eq!(coverage(&[sass("9.0")], cap("9.0a")), Runs::Native);
+    }
+
+    #[test]
+    fn non_ascii_tokens_are_syntax_errors_not_panics() {
+        // fuzz/artifacts/capabilities/crash-f9d200d8: the two bytes dd 9e.
+        assert_eq!(Capability::parse("\u{75e}"), None);
+        assert_eq!(Capability::parse("8\u{e9}"), None);
+        assert_eq!(Capability::parse("sm_\u{1f600}a"), None);
+        assert!(matches!(parse_list("8.6 \u{75e}"), Err(CapError::Syntax(_))));
     }
 }

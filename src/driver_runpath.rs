@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::atomic::Replacement;
+use crate::atomic::{self, Journal, Replacement, SideFile};
 use crate::buildenv::Output;
 use crate::elf::classify::{self, Machine, Skip};
 use crate::elf::patch::{self, Piece, Strategy};
@@ -275,8 +275,26 @@ fn process_inner(
         if cfg.in_place && one_write {
             match OpenOptions::new().read(true).write(true).open(path) {
                 Ok(rwfile) => {
+                    // The journal lets a later run undo the appended tail if
+                    // we are killed before the switch. A folder we cannot
+                    // write to gets none: the tail is then left over (the
+                    // file still reads as the old one everywhere).
+                    let e = &rw.edits[0];
+                    let journal =
+                        match Journal::create(path, &meta, map.len() as u64, e.offset, &e.bytes) {
+                            Ok(j) => Some(j),
+                            Err(err)
+                                if matches!(
+                                    err.source.raw_os_error(),
+                                    Some(libc::EACCES | libc::EPERM | libc::EROFS)
+                                ) =>
+                            {
+                                None
+                            }
+                            Err(err) => return Err(err.into()),
+                        };
                     append_and_verify(&rwfile, &elf, &rw, value, tag, map.len() as u64, cfg.sync)?;
-                    in_place = Some((rwfile, rw.edits.clone()));
+                    in_place = Some((rwfile, rw.edits.clone(), journal));
                 }
                 // Not writable (a read-only file, a running program): the
                 // replacement below needs only the folder to be writable.
@@ -295,13 +313,16 @@ fn process_inner(
     // The input map and descriptor are dropped before the original is touched.
     drop(map);
     drop(file);
-    if let Some((rwfile, edits)) = in_place {
+    if let Some((rwfile, edits, journal)) = in_place {
         // The switch: one write of the ELF header (or of one dynamic tag).
         for e in &edits {
             rwfile.write_all_at(&e.bytes, e.offset)?;
         }
         if cfg.sync {
             rwfile.sync_data()?;
+        }
+        if let Some(j) = journal {
+            j.finish();
         }
         report.in_place = true;
     } else if let Some(replacement) = replacement {
@@ -510,16 +531,45 @@ pub fn run(
             if !kind.file_type.is_file() {
                 return None;
             }
-            Some(std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino())))
+            if atomic::side_file(path).is_some() {
+                return Some(None);
+            }
+            Some(Some(std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino()))))
         });
         for e in walked.errors {
             add_log.error(&Msg::new("").s(&e.to_string()));
             report.walk_errors.push(e.to_string());
         }
+        let mut journals = Vec::new();
         for (path, key) in walked.items {
             match key {
-                Ok(key) => groups.entry(key).or_default().push(path),
-                Err(_) => vanished.push(vec![path]),
+                // Our own side files: never patched; a killed run's are
+                // cleaned up (temporary files) or replayed (journals) first.
+                None => match atomic::stale(&path) {
+                    Some(SideFile::Temp) if !cfg.check => match std::fs::remove_file(&path) {
+                        Ok(()) => {
+                            add_log.info(&Msg::new("removed ").p(&path).s(", left by a killed run"))
+                        }
+                        Err(e) => {
+                            let e = PathError::new(&path, e);
+                            add_log.error(&Msg::new("").s(&e.to_string()));
+                            report.walk_errors.push(e.to_string());
+                        }
+                    },
+                    Some(SideFile::Journal) if !cfg.check => journals.push(path),
+                    _ => {}
+                },
+                Some(Ok(key)) => groups.entry(key).or_default().push(path),
+                Some(Err(_)) => vanished.push(vec![path]),
+            }
+        }
+        for j in journals {
+            match atomic::recover(&j) {
+                Ok(r) => add_log.info(&Msg::new("replayed ").p(&j).s(&format!(": {r:?}"))),
+                Err(e) => {
+                    add_log.error(&Msg::new("").s(&e.to_string()));
+                    report.walk_errors.push(e.to_string());
+                }
             }
         }
     }

@@ -296,9 +296,17 @@ impl Mapped {
     }
 }
 
-/// Maps `path` read-only.
+/// Opens `path` for reading without blocking on a FIFO (or a device that
+/// waits for a peer): `O_NONBLOCK` has no effect on regular files.
+pub fn open_nonblocking(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)
+}
+
+/// Maps `path` read-only. Anything but a regular file (a FIFO, a socket, a
+/// device named on the command line) is an error, never a read that blocks.
 pub fn map(path: &Path) -> io::Result<Mapped> {
-    let file = File::open(path)?;
+    let file = open_nonblocking(path)?;
     map_file(&file)
 }
 
@@ -307,6 +315,9 @@ pub fn map_file(file: &File) -> io::Result<Mapped> {
     let meta = file.metadata()?;
     if meta.is_dir() {
         return Err(io::Error::from_raw_os_error(libc::EISDIR));
+    }
+    if !meta.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
     }
     if meta.len() == 0 {
         return Ok(Mapped(None));

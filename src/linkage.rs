@@ -14,7 +14,6 @@
 //! libraries and the GPU driver's (which NixOS puts in /run/opengl-driver/lib
 //! at run time). They count as resolved.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -134,7 +133,10 @@ pub fn resolve(name: &str, input: &SearchInput<'_>) -> Resolution {
 /// class and machine are given, is an ELF of that class and machine (the
 /// loader skips others and goes on searching).
 fn usable(path: &Path, class_machine: Option<(bool, u16)>) -> bool {
-    let Ok(mut file) = File::open(path) else { return false };
+    let Ok(mut file) = crate::hostelf::open_nonblocking(path) else { return false };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let Some((is64, machine)) = class_machine else { return true };
     let mut head = [0u8; 20];
     if file.read_exact(&mut head).is_err() || &head[..4] != b"\x7fELF" {

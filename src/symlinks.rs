@@ -306,6 +306,19 @@ pub fn check_output(output: &Path, policy: &Policy, log: &Logger) -> OutputRepor
         report.links.push(rec);
     }
     report.extra += report.walk_errors.len();
+    // A folder we could not read (permission denied, a path over PATH_MAX)
+    // hides whatever links it holds: always said, naming it, like upstream's
+    // `find` does on stderr (at error level, so that it shows at every
+    // verbosity); `--strict` makes it fail the check.
+    for err in &report.walk_errors {
+        log.error(
+            &Msg::new("cannot read ")
+                .p(&err.path)
+                .s(": ")
+                .s(&describe_io(&err.source))
+                .s("; symlinks below it were not checked"),
+        );
+    }
     if policy.extra {
         log_extras(&report, policy, log);
     }
@@ -364,12 +377,6 @@ fn log_link(rec: &LinkRecord, policy: &Policy, log: &Logger) {
 /// so that no grep for upstream's lines can match them.
 fn log_extras(report: &OutputReport, policy: &Policy, log: &Logger) {
     let level = if policy.strict { Level::Error } else { Level::Warn };
-    for err in &report.walk_errors {
-        log.log(
-            level,
-            &Msg::new("extra: cannot read ").p(&err.path).s(": ").s(&describe_io(&err.source)),
-        );
-    }
     for rec in &report.links {
         for extra in &rec.extra {
             let m = Msg::new("extra: the symlink ").p(&rec.path);

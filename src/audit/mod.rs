@@ -76,7 +76,10 @@ pub fn interesting(head: &[u8]) -> bool {
 /// Reads the first bytes of a file; `Ok(false)` for files not worth mapping.
 fn sniff(path: &Path) -> std::io::Result<bool> {
     let mut head = [0u8; 8];
-    let mut f = std::fs::File::open(path)?;
+    let mut f = hostelf::open_nonblocking(path)?;
+    if !f.metadata()?.is_file() {
+        return Ok(false);
+    }
     let n = f.read(&mut head)?;
     Ok(interesting(&head[..n]))
 }

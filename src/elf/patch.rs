@@ -130,6 +130,50 @@ impl Rewrite {
     }
 }
 
+/// Largest patched file [`Rewrite::apply`] builds in memory (tests, fuzzing).
+pub const MAX_APPLY_LEN: u64 = 64 << 20;
+
+impl Rewrite {
+    /// The patched file built in memory from the original bytes (tests and
+    /// fuzzing; the binaries write through [`crate::driver_runpath`] without
+    /// holding the file in memory). Refuses results over [`MAX_APPLY_LEN`].
+    pub fn apply(&self, data: &[u8]) -> Result<Vec<u8>, ElfError> {
+        let bad = |m: &str| ElfError::Verify(m.to_string());
+        let new_len = self.new_len(data.len() as u64);
+        if new_len > MAX_APPLY_LEN {
+            return Err(ElfError::Unsupported(format!(
+                "patched size {new_len} over the in-memory limit"
+            )));
+        }
+        let mut out = data.to_vec();
+        for e in &self.edits {
+            let at = usize::try_from(e.offset).map_err(|_| bad("edit outside the file"))?;
+            out.get_mut(at..at.saturating_add(e.bytes.len()))
+                .ok_or_else(|| bad("edit outside the file"))?
+                .copy_from_slice(&e.bytes);
+        }
+        if !self.append.is_empty() {
+            if self.append_at < data.len() as u64 {
+                return Err(bad("append inside the file"));
+            }
+            out.resize(self.append_at as usize, 0);
+        }
+        for p in &self.append {
+            match p {
+                Piece::Bytes(b) => out.extend_from_slice(b),
+                Piece::Input { offset, len } => {
+                    let (o, l) = (*offset as usize, *len as usize);
+                    out.extend_from_slice(
+                        data.get(o..o.saturating_add(l))
+                            .ok_or_else(|| bad("range outside the file"))?,
+                    )
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// The current search path: value, tag, and its entry's index.
 pub fn current_path<'a>(
     elf: &Elf<'a>,
@@ -593,11 +637,20 @@ fn grow_plan(elf: &Elf<'_>) -> Option<Grow> {
         if !movable || s.flags & SHF_ALLOC == 0 {
             return None;
         }
+        // Headers follow the block by address: a section whose address
+        // disagrees with its offset would be overwritten, not moved (found
+        // by fuzzing: a corrupt note address let the grown table overwrite
+        // .note.gnu.build-id).
+        if Some(s.addr) != first.vaddr.checked_add(s.offset - first.offset) {
+            return None;
+        }
         align = align.max(s.addralign.max(1));
     }
     for p in elf.phdrs.iter().filter(|p| p.p_type != PT_LOAD && p.filesz > 0) {
         if overlaps(p.offset, p.filesz, b0, b1)
-            && !matches!(p.p_type, PT_NOTE | PT_GNU_PROPERTY | PT_INTERP)
+            && (!matches!(p.p_type, PT_NOTE | PT_GNU_PROPERTY | PT_INTERP)
+                || p.offset < b0
+                || Some(p.vaddr) != first.vaddr.checked_add(p.offset - first.offset))
         {
             return None;
         }

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Generates the seed corpora of every fuzz target into fuzz/corpus/<target>/
+# (ignored by git: the nvcc-built fixtures carry NVIDIA code and are never
+# committed). Sources: the nvcc fixtures in .cache/fixtures (when built by
+# `cargo test`), gcc-built programs and libraries made here, ar archives of
+# them, and hand-written capability lists.
+set -euo pipefail
+cd "$(dirname "$0")"
+root=$(cd .. && pwd)
+out=corpus
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out"/{reader,hostelf,runpath,capabilities}
+
+# gcc-built host files: every layout the writer has a strategy for.
+cat >"$work/lib.c" <<'C'
+int answer(void) { return 42; }
+C
+cat >"$work/main.c" <<'C'
+extern int answer(void);
+int main(void) { return answer() - 42; }
+C
+g() { gcc "$@" 2>/dev/null || true; }
+g -shared -fPIC -o "$work/libplain.so" "$work/lib.c"
+g -shared -fPIC -Wl,-rpath,/old/lib -Wl,--disable-new-dtags -o "$work/librpath.so" "$work/lib.c"
+g -shared -fPIC -Wl,-rpath,/nix/store/x-cuda-12/lib/stubs:/a -o "$work/libstubs.so" "$work/lib.c"
+g -shared -fPIC -Wl,-z,noseparate-code -o "$work/libnosep.so" "$work/lib.c"
+g -shared -fPIC -Wl,--no-rosegment -o "$work/libnoro.so" "$work/lib.c" 
+g -o "$work/pie" "$work/main.c" -L"$work" -lplain
+g -no-pie -o "$work/nopie" "$work/main.c" -L"$work" -lplain
+g -no-pie -Wl,-rpath,/x -o "$work/nopie-runpath" "$work/main.c" -L"$work" -lplain
+g -m32 -shared -fPIC -nostdlib -o "$work/lib32.so" "$work/lib.c"
+g -c -o "$work/lib.o" "$work/lib.c"
+g -static -o "$work/static" "$work/main.c" "$work/lib.c"
+for f in "$work"/*.so "$work"/pie "$work"/nopie "$work"/nopie-runpath; do
+    [ -f "$f" ] || continue
+    cp "$f" "$out/hostelf/$(basename "$f")"
+    cp "$f" "$out/reader/$(basename "$f")"
+    for v in 0 1 2 3; do
+        { printf "\\x0$v"; cat "$f"; } >"$out/runpath/$v-$(basename "$f")"
+    done
+    # Without section headers: the writer's "move" strategy.
+    cp "$f" "$work/nosh"; python3 - "$work/nosh" <<'PY'
+import sys, struct
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read())
+if b[4] == 2: b[0x28:0x30] = bytes(8); b[0x3c:0x40] = bytes(4)
+else: b[0x20:0x24] = bytes(4); b[0x30:0x34] = bytes(4)
+open(p, 'wb').write(b)
+PY
+    { printf '\x00'; cat "$work/nosh"; } >"$out/runpath/nosh-$(basename "$f")"
+done
+[ -f "$work/lib.o" ] && ar rcs "$work/libgcc.a" "$work/lib.o" && cp "$work/libgcc.a" "$out/hostelf/"
+[ -f "$work/lib.o" ] && ar rcsT "$work/libthin.a" "$work/lib.o" && cp "$work/libthin.a" "$out/hostelf/"
+[ -f "$work/static" ] && cp "$work/static" "$out/hostelf/static"
+
+# nvcc fixtures (local only; never committed).
+if [ -d "$root/.cache/fixtures" ]; then
+    find -L "$root/.cache/fixtures" -type f -size -4M | while read -r f; do
+        name=$(echo "${f#"$root"/.cache/fixtures/}" | tr '/' '_')
+        cp "$f" "$out/reader/$name"
+        cp "$f" "$out/hostelf/$name"
+        if head -c4 "$f" | grep -q ELF && readelf -d "$f" 2>/dev/null | grep -q NEEDED; then
+            { printf '\x00'; cat "$f"; } >"$out/runpath/$name"
+        fi
+    done
+fi
+
+# Capability lists in every spelling the parser accepts, and some it refuses.
+i=0
+for s in "8.6 9.0" "86;90" "86-real;90-virtual" "8.6;9.0+PTX" "sm_86,sm_90" "compute_90" \
+    "12.0a 10.0f" "9.0a" "5.0 6.1 7.0 7.5 8.0 8.6 8.9 9.0" "8.7" "11.0" "" "x" "8.6+ptx;;,  9.0" \
+    "12.8 8.6" "99.9" "sm_100a" "10.1" "1.0"; do
+    printf '%s' "$s" >"$out/capabilities/seed-$i"; i=$((i + 1))
+done
+for t in reader hostelf runpath capabilities; do
+    echo "$t: $(ls "$out/$t" | wc -l) seeds"
+done
