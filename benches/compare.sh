@@ -362,7 +362,11 @@ if want audit; then
         -- bash -c "$anchor_audit" "$cuobjdump" "${files[@]}"
     fi
   done
-  $can_drop || note "cold rows not measured: the page cache cannot be dropped here (needs root and a writable /proc/sys/vm/drop_caches; skipped under --quick)"
+  if $quick; then
+    note "cold rows skipped under --quick"
+  elif ! $can_drop; then
+    note "cold rows not measured: the page cache cannot be dropped here (needs root and a writable /proc/sys/vm/drop_caches)"
+  fi
 fi
 
 # ---- scaling -------------------------------------------------------------------------
