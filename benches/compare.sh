@@ -117,10 +117,10 @@ fetch_wheel() {
   echo "compare.sh: downloading $spec" >&2
   mkdir -p "$cache/wheels" "$dest"
   "${pip[@]}" download -q --disable-pip-version-check --no-deps --only-binary :all: \
-    -d "$cache/wheels" "$spec"
-  local name=${spec%%==*} version=${spec#*==}
-  unzip -q -o -j "$(ls "$cache/wheels/$(echo "$name" | tr - _)-$version-"*.whl | head -n 1)" \
-    "$member" -d "$dest"
+    -d "$cache/wheels" "$spec" || return 1
+  local name=${spec%%==*} version=${spec#*==} wheel
+  wheel=$(ls "$cache/wheels/$(echo "$name" | tr - _)-$version-"*.whl | head -n 1) || return 1
+  unzip -q -o -j "$wheel" "$member" -d "$dest" || return 1
 }
 
 mb() { # total size in MB (10^6 bytes), links followed
@@ -249,7 +249,8 @@ need_cublas() {
     mkdir -p "$cublas_dir"
     ln -s "$have" "$cublas_dir/libcublasLt.so.12"
   fi
-  fetch_wheel nvidia-cublas-cu12==12.9.3.13 'nvidia/cublas/lib/libcublasLt.so.12' "$cublas_dir"
+  fetch_wheel nvidia-cublas-cu12==12.9.3.13 'nvidia/cublas/lib/libcublasLt.so.12' "$cublas_dir" ||
+    { note "libcublasLt.so.12 unavailable (download failed): its rows are missing"; return 1; }
 }
 
 # The test corpus (cuRAND x2, cuFFT, CuPy; tests/tools/corpus.sh, 835 MB
@@ -263,12 +264,14 @@ need_corpus() {
     if [[ -f $have/.done ]]; then
       corpus_dirs=("$have")
     else
-      fetch_wheel nvidia-curand-cu12==10.3.10.19 'nvidia/curand/lib/libcurand.so.10' "$cache/curand"
+      fetch_wheel nvidia-curand-cu12==10.3.10.19 'nvidia/curand/lib/libcurand.so.10' "$cache/curand" ||
+        { note "corpus unavailable (download failed): listing, audit and scaling rows are missing"; return 1; }
       corpus_dirs=("$cache/curand")
     fi
   else
-    PIP=${pip[*]} bash tests/tools/corpus.sh >/dev/null
-    need_cublas
+    PIP=${pip[*]} bash tests/tools/corpus.sh >/dev/null ||
+      { note "corpus unavailable (tests/tools/corpus.sh failed): listing, audit and scaling rows are missing"; return 1; }
+    need_cublas || return 1
     # (the file itself: a folder walk does not follow links inside folders)
     corpus_dirs=("$root/.cache/corpus/lib" "$cublas_dir/libcublasLt.so.12")
   fi
@@ -280,8 +283,7 @@ if want runpath; then
     bench_runpath "$(make_small_elfs 100)" "100 small ELF files" 3
   else
     bench_runpath "$(make_small_elfs 1000)" "1,000 small ELF files" 5
-    need_cublas
-    bench_runpath "$cublas_dir" "libcublasLt.so.12, $(mb "$cublas_dir")" 3
+    need_cublas && bench_runpath "$cublas_dir" "libcublasLt.so.12, $(mb "$cublas_dir")" 3
   fi
 fi
 
@@ -321,8 +323,7 @@ bench_listing() { # LABEL ROUNDS FILES...
   done
 }
 
-if want listing; then
-  need_corpus
+if want listing && need_corpus; then
   mapfile -t files < <(corpus_files)
   if $quick; then
     bench_listing "$(basename "${files[0]}"), $(mb "${files[0]}")" 3 "${files[0]}"
@@ -340,8 +341,7 @@ fi
 anchor_audit='for f in "$@"; do "$0" --list-elf "$f" || true; "$0" --list-ptx "$f" || true; done'
 cold() { drop_caches; }
 
-if want audit; then
-  need_corpus
+if want audit && need_corpus; then
   mapfile -t files < <(corpus_files)
   size="corpus: ${#files[@]} files, $(mb "${files[@]}")"
   r=3
@@ -362,7 +362,11 @@ if want audit; then
         -- bash -c "$anchor_audit" "$cuobjdump" "${files[@]}"
     fi
   done
-  $can_drop || note "cold rows not measured: the page cache cannot be dropped here (needs root and a writable /proc/sys/vm/drop_caches; skipped under --quick)"
+  if $quick; then
+    note "cold rows skipped under --quick"
+  elif ! $can_drop; then
+    note "cold rows not measured: the page cache cannot be dropped here (needs root and a writable /proc/sys/vm/drop_caches)"
+  fi
 fi
 
 # ---- scaling -------------------------------------------------------------------------
@@ -370,8 +374,7 @@ fi
 # ratio is the speed-up; and the corpus ("ours") vs the corpus twice ("anchor",
 # a second real copy: hard links would be the same inodes, the same pages): the
 # ratio is how cost grows when the input doubles (2.00x = linear).
-if want scaling; then
-  need_corpus
+if want scaling && need_corpus; then
   mapfile -t files < <(corpus_files)
   size="corpus: ${#files[@]} files, $(mb "${files[@]}")"
   r=5
