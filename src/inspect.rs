@@ -193,7 +193,8 @@ pub fn inspect_bytes_with(
         Ok(object) => {
             report.format = object.format();
             let mut skip = Vec::new();
-            let ctx = Ctx { options, release, path: thin_base };
+            let budget = codec::Budget::per_file();
+            let ctx = Ctx { options, release, path: thin_base, budget: &budget };
             collect(&object, None, &ctx, report, &mut skip);
             if options.scan {
                 let mut scanned = Vec::new();
@@ -214,6 +215,8 @@ struct Ctx<'r> {
     release: &'r (dyn Fn(&[u8]) + Sync),
     /// The file's path, to find a thin archive's members next to it.
     path: Option<&'r Path>,
+    /// The file's decompression budget.
+    budget: &'r codec::Budget,
 }
 
 fn collect(
@@ -381,7 +384,7 @@ fn entry_reports(
     let deep = ctx.options.deep;
     let mut out = Vec::with_capacity(entry.parts.len().max(1));
     if entry.kind == Kind::Concat {
-        let plain = if deep { Some(codec::plain(entry)) } else { None };
+        let plain = if deep { Some(codec::plain_within(entry, ctx.budget)) } else { None };
         for part in &entry.parts {
             let mut r = entry_report(part, container, member, section);
             r.concat = Some(entry.offset);
@@ -398,7 +401,7 @@ fn entry_reports(
     } else {
         let mut r = entry_report(entry, container, member, section);
         if deep && matches!(entry.kind, Kind::Elf | Kind::Ptx) {
-            match codec::plain(entry) {
+            match codec::plain_within(entry, ctx.budget) {
                 Ok(bytes) => look_inside(entry.kind, &bytes, &mut r),
                 Err(e) => r.decode_error = Some(e.to_string()),
             }

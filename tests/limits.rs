@@ -55,3 +55,52 @@ fn in_memory_apply_cap() {
     };
     assert!(matches!(rw.apply(b"x"), Err(ElfError::Unsupported(_))));
 }
+
+/// A fatbin container of `n` LZ4 ELF entries, each a 5-byte block (token
+/// 0x40 + 4 literals) that decodes to 4 bytes.
+fn lz4_container(n: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    for _ in 0..n {
+        let payload = [0x40u8, 1, 2, 3, 4, 0, 0, 0];
+        let mut b = Vec::new();
+        b.extend(2u16.to_le_bytes()); // ELF
+        b.extend(0x0101u16.to_le_bytes());
+        b.extend(64u32.to_le_bytes());
+        b.extend((payload.len() as u64).to_le_bytes());
+        b.extend(5u32.to_le_bytes()); // compressed size
+        b.extend(0u32.to_le_bytes());
+        b.extend(8u16.to_le_bytes());
+        b.extend(1u16.to_le_bytes());
+        b.extend(80u32.to_le_bytes());
+        b.extend([0u8; 8]);
+        b.extend((0x11u64 | 0x2000).to_le_bytes()); // 64-bit, Linux, LZ4
+        b.extend(0u64.to_le_bytes());
+        b.extend(4u64.to_le_bytes()); // uncompressed size
+        b.resize(64, 0);
+        b.extend(payload);
+        body.extend(b);
+    }
+    let mut c = Vec::new();
+    c.extend(0xBA55_ED50u32.to_le_bytes());
+    c.extend(1u16.to_le_bytes());
+    c.extend(16u16.to_le_bytes());
+    c.extend((body.len() as u64).to_le_bytes());
+    c.extend(body);
+    c
+}
+
+#[test]
+fn decompression_budget_per_file() {
+    use nix_cuda_hooks::fatbin::{self, codec};
+    let data = lz4_container(3);
+    let region = fatbin::parse_region(&data, 0);
+    let entries: Vec<_> = region.entries().collect();
+    assert_eq!(entries.len(), 3);
+    let budget = codec::Budget::new(9);
+    assert_eq!(codec::plain_within(entries[0], &budget).unwrap().as_ref(), &[1, 2, 3, 4]);
+    assert_eq!(codec::plain_within(entries[1], &budget).unwrap().as_ref(), &[1, 2, 3, 4]);
+    let err = codec::plain_within(entries[2], &budget).unwrap_err().to_string();
+    assert!(err.contains("decompressed total"), "{err}");
+    // The per-file default is far above any real library's total.
+    assert_eq!(codec::MAX_PLAIN_PER_FILE, 8 << 30);
+}

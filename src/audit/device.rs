@@ -107,6 +107,7 @@ pub fn facts(object: &Object<'_>, release: &dyn Fn(&[u8])) -> DeviceFacts {
             f.sass.insert(info.arch);
         }
     }
+    let budget = codec::Budget::per_file();
     for (arch, mut list) in cubins {
         list.sort_by_key(|(e, _)| e.plain_size());
         let mut kernels = false;
@@ -116,7 +117,7 @@ pub fn facts(object: &Object<'_>, release: &dyn Fn(&[u8])) -> DeviceFacts {
                 break;
             }
             f.cubins_decoded += 1;
-            let outcome = has_kernels(entry, parent);
+            let outcome = has_kernels(entry, parent, &budget);
             if let Payload::Stored(bytes) = (parent.unwrap_or(entry)).payload {
                 release(bytes);
             }
@@ -177,15 +178,19 @@ fn gather<'e, 'a>(object: &'e Object<'a>, out: &mut Vec<Candidate<'e, 'a>>) {
     }
 }
 
-fn has_kernels(entry: &Entry<'_>, parent: Option<&Entry<'_>>) -> Result<bool, String> {
+fn has_kernels(
+    entry: &Entry<'_>,
+    parent: Option<&Entry<'_>>,
+    budget: &codec::Budget,
+) -> Result<bool, String> {
     let info = match (parent, &entry.payload) {
         (Some(bundle), Payload::Part { .. }) => {
-            let plain = codec::plain(bundle).map_err(|e| e.to_string())?;
+            let plain = codec::plain_within(bundle, budget).map_err(|e| e.to_string())?;
             let bytes = codec::part(entry, &plain).map_err(|e| e.to_string())?;
             cubin::read_cubin(bytes).map_err(|e| e.to_string())?
         }
         _ => {
-            let plain = codec::plain(entry).map_err(|e| e.to_string())?;
+            let plain = codec::plain_within(entry, budget).map_err(|e| e.to_string())?;
             cubin::read_cubin(&plain).map_err(|e| e.to_string())?
         }
     };

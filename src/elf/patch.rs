@@ -425,6 +425,17 @@ pub fn rewrite(
                 .iter()
                 .position(|s| s.sh_type == SHT_STRTAB && s.addr == strtab.addr && s.addr != 0)
         });
+    // The copy holds DT_STRSZ bytes; a section header claiming more would
+    // lose the rest (symbol names read through `.dynsym`'s link) once it
+    // points at the copy (found by fuzzing: a mutated DT_STRSZ).
+    if let Some(k) = strsec {
+        let size = elf.shdrs[k].size;
+        if size != old_strsz {
+            return Err(ElfError::Unsupported(format!(
+                "the .dynstr section ({size} bytes) and DT_STRSZ ({old_strsz}) disagree"
+            )));
+        }
+    }
     for (k, sh) in elf.shdrs.iter().enumerate() {
         let moved = if Some(k) == strsec {
             super::Shdr { addr: new_strtab, offset: off + str_off, size: new_strsz, ..*sh }
@@ -659,6 +670,16 @@ fn grow_plan(elf: &Elf<'_>) -> Option<Grow> {
         return None;
     }
     let addr = first.vaddr.checked_add(b0 - first.offset)?;
+    // And the other way round: headers are moved by address, so a section
+    // whose address is in the block must have its bytes there too, or its
+    // moved header would point past them (found by fuzzing: a corrupt
+    // .eh_frame_hdr address inside the block).
+    for s in elf.shdrs.iter().filter(|s| s.sh_type != super::SHT_NOBITS && s.flags & SHF_ALLOC != 0)
+    {
+        if s.addr >= addr && s.addr - addr < b1 - b0 && s.offset != b0 + (s.addr - addr) {
+            return None;
+        }
+    }
     Some(Grow { off: b0, len: b1 - b0, addr, align })
 }
 

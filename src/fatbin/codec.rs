@@ -19,6 +19,48 @@ use super::{Codec, Entry, FatbinError, Kind, Payload};
 /// are a few tens of MB).
 pub const MAX_PLAIN_SIZE: u64 = 512 << 20;
 
+/// The most one file may make us decompress in total (the sum of the sizes
+/// its compressed entries claim, counted each time one is decoded). The
+/// per-entry cap alone would let a file of many small LZ4 entries, each
+/// claiming [`MAX_PLAIN_SIZE`] of zeros, keep a deep inspection or an audit
+/// busy for minutes; at ~1 GB/s this cap is a few seconds. The largest real
+/// libraries (cuBLAS) decompress to a few GB.
+pub const MAX_PLAIN_PER_FILE: u64 = 8 << 30;
+
+/// A per-file decompression budget, shared by the threads decoding one file.
+#[derive(Debug)]
+pub struct Budget(std::sync::atomic::AtomicU64);
+
+impl Budget {
+    /// A budget of `bytes`.
+    pub fn new(bytes: u64) -> Budget {
+        Budget(std::sync::atomic::AtomicU64::new(bytes))
+    }
+
+    /// [`MAX_PLAIN_PER_FILE`].
+    pub fn per_file() -> Budget {
+        Budget::new(MAX_PLAIN_PER_FILE)
+    }
+}
+
+/// [`plain`], charging the entry's claimed plain size to `budget` first: an
+/// error once the file's total would pass it.
+pub fn plain_within<'a>(entry: &Entry<'a>, budget: &Budget) -> Result<Cow<'a, [u8]>, FatbinError> {
+    use std::sync::atomic::Ordering::Relaxed;
+    if entry.codec != Codec::None && matches!(entry.payload, Payload::Stored(_)) {
+        let size = entry.uncompressed_size;
+        if budget.0.fetch_update(Relaxed, Relaxed, |left| left.checked_sub(size)).is_err() {
+            return Err(FatbinError::Decode {
+                offset: entry.offset,
+                reason: format!(
+                    "the file's decompressed total would pass the limit of {MAX_PLAIN_PER_FILE} bytes"
+                ),
+            });
+        }
+    }
+    plain(entry)
+}
+
 /// The plain bytes of a stored entry: borrowed when raw, decompressed otherwise.
 /// Parts of `--concat` bundles are sliced out of their parent with [`part`].
 pub fn plain<'a>(entry: &Entry<'a>) -> Result<Cow<'a, [u8]>, FatbinError> {
