@@ -764,12 +764,7 @@ fn headers_stay_in_place_when_an_entry_is_spare_so_strip_still_works() {
     let r = bin(dir, &["--format", "json", "out/bin"]);
     assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
-    let pie = v["report"]["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["path"] == "out/bin/pie")
-        .unwrap();
+    let pie = file_record(&v, "out/bin/pie");
     assert_eq!(pie["strategy"], "new-segment", "{pie}");
     let after = sh(dir, "readelf -lW out/bin/pie");
     assert!(after.contains("There are 13 program headers, starting at offset 64"), "{after}");
@@ -792,12 +787,7 @@ fn libraries_grow_their_header_table_in_place_and_survive_strip() {
     let r = bin(dir, &["--format", "json", "out/lib"]);
     assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
-    let lib = v["report"]["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["path"] == "out/lib/libnocet.so")
-        .unwrap();
+    let lib = file_record(&v, "out/lib/libnocet.so");
     assert_eq!(lib["strategy"], "new-segment-grown-headers", "{lib}");
     assert!(sh(dir, "readelf -lW out/lib/libnocet.so").contains("starting at offset 64"));
     assert_eq!(sh(dir, "./host out/lib/libnocet.so"), "hello from lib 42\n");
@@ -1160,4 +1150,10 @@ derivation ({
         assert_eq!(search_path(&result.join("lib/libp.so")).unwrap().1, DRIVER);
         assert_eq!(sh(dir, &format!("{}/bin/p", result.display())), "built by nix\n");
     }
+}
+
+/// The JSON report's record of one file.
+fn file_record<'v>(report: &'v serde_json::Value, path: &str) -> &'v serde_json::Value {
+    let files = report["report"]["files"].as_array().expect("report.files");
+    files.iter().find(|f| f["path"] == path).unwrap_or_else(|| panic!("no record for {path}"))
 }
