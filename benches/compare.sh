@@ -110,18 +110,9 @@ compare() {
   rm -f "$cache/$la.times" "$cache/$lo.times"
 }
 
-# fetch_wheel SPEC MEMBER DEST: DEST/<basename of MEMBER> from a pinned PyPI wheel, once.
-fetch_wheel() {
-  local spec=$1 member=$2 dest=$3
-  [[ -f $dest/${member##*/} ]] && return 0
-  echo "compare.sh: downloading $spec" >&2
-  mkdir -p "$cache/wheels" "$dest"
-  "${pip[@]}" download -q --disable-pip-version-check --no-deps --only-binary :all: \
-    -d "$cache/wheels" "$spec" || return 1
-  local name=${spec%%==*} version=${spec#*==} wheel
-  wheel=$(ls "$cache/wheels/$(echo "$name" | tr - _)-$version-"*.whl | head -n 1) || return 1
-  unzip -q -o -j "$wheel" "$member" -d "$dest" || return 1
-}
+# corpus SET...: the library files of these corpus sets (tests/tools/corpus.sh,
+# the one downloader: pinned wheels, locked, verified, unpacked once).
+corpus() { PIP=${pip[*]} bash tests/tools/corpus.sh "$@"; }
 
 mb() { # total size in MB (10^6 bytes), links followed
   find -L "$@" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%d MB", s / 1e6 }'
@@ -242,38 +233,26 @@ bench_runpath() { # SRC_DIR SIZE_LABEL ROUNDS
   rm -rf "$cache/work"
 }
 
-cublas_dir=$cache/cublas
+cublas_dir=$root/.cache/corpus/lib/nvidia-cublas-cu12-12.9.3.13/nvidia/cublas/lib
 need_cublas() {
-  local have=$root/.cache/corpus/lib/nvidia-cublas-cu12-12.9.3.13/nvidia/cublas/lib/libcublasLt.so.12
-  if [[ ! -f $cublas_dir/libcublasLt.so.12 && -f $have ]]; then
-    mkdir -p "$cublas_dir"
-    ln -s "$have" "$cublas_dir/libcublasLt.so.12"
-  fi
-  fetch_wheel nvidia-cublas-cu12==12.9.3.13 'nvidia/cublas/lib/libcublasLt.so.12' "$cublas_dir" ||
+  corpus cublaslt >/dev/null ||
     { note "libcublasLt.so.12 unavailable (download failed): its rows are missing"; return 1; }
 }
 
-# The test corpus (cuRAND x2, cuFFT, CuPy; tests/tools/corpus.sh, 835 MB
-# unpacked) and libcublasLt.so.12. --quick uses cuRAND 10.3 alone (68 MB wheel,
-# 160 MB unpacked).
+# The test corpus (cuRAND x2, cuFFT, CuPy; 835 MB unpacked) and
+# libcublasLt.so.12. --quick uses cuRAND 10.3 alone (68 MB wheel, 160 MB unpacked).
 corpus_dirs=()
 need_corpus() {
   ((${#corpus_dirs[@]})) && return 0
   if $quick; then
-    local have=$root/.cache/corpus/lib/nvidia-curand-cu12-10.3.10.19
-    if [[ -f $have/.done ]]; then
-      corpus_dirs=("$have")
-    else
-      fetch_wheel nvidia-curand-cu12==10.3.10.19 'nvidia/curand/lib/libcurand.so.10' "$cache/curand" ||
-        { note "corpus unavailable (download failed): listing, audit and scaling rows are missing"; return 1; }
-      corpus_dirs=("$cache/curand")
-    fi
+    corpus curand12 >/dev/null ||
+      { note "corpus unavailable (download failed): listing, audit and scaling rows are missing"; return 1; }
+    corpus_dirs=("$root/.cache/corpus/lib/nvidia-curand-cu12-10.3.10.19")
   else
-    PIP=${pip[*]} bash tests/tools/corpus.sh >/dev/null ||
+    corpus >/dev/null ||
       { note "corpus unavailable (tests/tools/corpus.sh failed): listing, audit and scaling rows are missing"; return 1; }
     need_cublas || return 1
-    # (the file itself: a folder walk does not follow links inside folders)
-    corpus_dirs=("$root/.cache/corpus/lib" "$cublas_dir/libcublasLt.so.12")
+    corpus_dirs=("$root/.cache/corpus/lib")
   fi
 }
 corpus_files() { find -L "${corpus_dirs[@]}" -type f -name '*.so*' | sort; }

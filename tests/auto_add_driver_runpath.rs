@@ -880,37 +880,31 @@ fn without_section_headers_the_table_moves_and_programs_still_run() {
     }
 }
 
-/// The real-library corpus from PyPI (`benches/fetch-corpus.sh`: cuBLAS's
+/// The real-library corpus from PyPI (`tests/tools/corpus.sh`: cuBLAS's
 /// 715 MiB libcublasLt with 5,839 cubins, cuRAND, CuPy's extension modules):
-/// every shared object in the wheels is patched, in both modes; readelf reads
-/// it without a warning, the dynamic symbols and versions are the same,
-/// cuobjdump lists the same device code, patchelf reads the same RUNPATH, and
-/// the NVIDIA libraries still load. Opt-in (`cargo test --release -- --ignored`)
-/// because of its size (800 MB of wheels); missing wheels are a failure.
+/// every shared object is patched, in both modes; readelf reads it without a
+/// warning, the dynamic symbols and versions are the same, cuobjdump lists the
+/// same device code, patchelf reads the same RUNPATH, and the NVIDIA libraries
+/// still load. Opt-in (`cargo test --release -- --ignored`) because of its size
+/// (800 MB of wheels, downloaded on first use); a failed download is a failure.
 #[test]
-#[ignore = "needs 800 MB of wheels: run benches/fetch-corpus.sh once"]
+#[ignore = "downloads 800 MB of wheels on first use (tests/tools/corpus.sh)"]
 fn pypi_corpus() {
     let cuobjdump = tool("cuobjdump");
     let patchelf = tool("patchelf");
-    tool("unzip");
-    let wheels = root().join(".cache/wheels");
+    let out = std::process::Command::new("bash")
+        .arg(root().join("tests/tools/corpus.sh"))
+        .args(["cublaslt", "curand12", "cupy"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "corpus.sh: {}", String::from_utf8_lossy(&out.stderr));
+    let lib = root().join(".cache/corpus/lib");
     let t = tempfile::tempdir_in(root().join(".cache")).unwrap();
     let dir = t.path();
     for name in
-        ["nvidia_cublas_cu12-12.9.3.13", "nvidia_curand_cu12-10.3.10.19", "cupy_cuda12x-14.2.0"]
+        ["nvidia-cublas-cu12-12.9.3.13", "nvidia-curand-cu12-10.3.10.19", "cupy-cuda12x-14.2.0"]
     {
-        let whl = std::fs::read_dir(&wheels)
-            .unwrap_or_else(|e| panic!("{}: {e}: run benches/fetch-corpus.sh", wheels.display()))
-            .map(|e| e.unwrap().path())
-            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(name))
-            .unwrap_or_else(|| panic!("{name} wheel missing: run benches/fetch-corpus.sh"));
-        sh(
-            dir,
-            &format!(
-                "mkdir -p replace/{name} && unzip -q -o '{}' '*.so*' -d replace/{name}",
-                whl.display()
-            ),
-        );
+        sh(dir, &format!("mkdir -p replace && cp -a '{}' replace/", lib.join(name).display()));
     }
     sh(dir, "cp -a replace in-place");
     let files: Vec<String> = sh(dir, "cd replace && find . -type f -name '*.so*' | sort")

@@ -7,31 +7,37 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 const OURS: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
 
-fn corpus() -> Vec<PathBuf> {
-    let script = support::root().join("tests/tools/corpus.sh");
-    let out = Command::new("bash").arg(&script).output().expect("bash");
-    assert!(
-        out.status.success(),
-        "tests/tools/corpus.sh failed (needs PyPI and `make tools`):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let files: Vec<PathBuf> =
-        String::from_utf8_lossy(&out.stdout).lines().map(PathBuf::from).collect();
-    for needed in [
-        "nvidia-curand-cu12-10.3.10.19",
-        "nvidia-curand-10.4.5.25",
-        "cupy-cuda12x-14.2.0",
-        "nvidia-cufft-cu12-11.4.1.4",
-    ] {
+/// The corpus, fetched once per test process (the tests run in parallel;
+/// `corpus.sh` also serialises itself with a lock against other processes).
+fn corpus() -> &'static [PathBuf] {
+    static FILES: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    FILES.get_or_init(|| {
+        let script = support::root().join("tests/tools/corpus.sh");
+        let out = Command::new("bash").arg(&script).output().expect("bash");
         assert!(
-            files.iter().any(|f| f.to_string_lossy().contains(needed)),
-            "corpus lacks {needed}"
+            out.status.success(),
+            "tests/tools/corpus.sh failed (needs PyPI and `make tools`):\n{}",
+            String::from_utf8_lossy(&out.stderr)
         );
-    }
-    files
+        let files: Vec<PathBuf> =
+            String::from_utf8_lossy(&out.stdout).lines().map(PathBuf::from).collect();
+        for needed in [
+            "nvidia-curand-cu12-10.3.10.19",
+            "nvidia-curand-10.4.5.25",
+            "cupy-cuda12x-14.2.0",
+            "nvidia-cufft-cu12-11.4.1.4",
+        ] {
+            assert!(
+                files.iter().any(|f| f.to_string_lossy().contains(needed)),
+                "corpus lacks {needed}"
+            );
+        }
+        files
+    })
 }
 
 #[test]
@@ -40,7 +46,7 @@ fn listing_matches_live_cuobjdump_on_real_libraries() {
     let files = corpus();
     let mut failures = Vec::new();
     let mut with_code = 0;
-    for file in &files {
+    for file in files {
         let dir = file.parent().unwrap();
         let name = file.file_name().unwrap().to_str().unwrap();
         for args in [&["--list-elf"][..], &["-lptx"], &["-all", "-lelf", "-lptx"]] {
@@ -88,7 +94,7 @@ fn deep_mode_reads_every_real_payload_and_cubin_headers_agree() {
     let mut abis = std::collections::BTreeSet::new();
     let mut codecs = std::collections::BTreeSet::new();
     let mut cubins = 0;
-    for file in &files {
+    for file in files {
         let out =
             Command::new(OURS).args(["--summary", "--format", "json"]).arg(file).output().unwrap();
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

