@@ -508,3 +508,156 @@ fn baselines_match_across_store_paths_of_a_rebuild() {
     let (_, r) = json(&["--system-lib-dirs"], &[&b]);
     assert_eq!(r["findings"][0]["location"], "pkg-1.0/bin/prog");
 }
+
+// ---- Snapshots ----
+
+/// The snapshot tree: five files, each with known defects (see
+/// tests/snapshots/README.md for the review of every expected line).
+fn snapshot_tree() -> tempfile::TempDir {
+    let t = c_tree();
+    let d = t.path();
+    let stubs = "/nix/store/0123456789abcdfghijklmnpqrsvwxyz-cuda_cudart-12.8.90-stubs/lib/stubs";
+    cuda_prog(d, "prog", &[&format!("-Wl,-rpath,{stubs}")]);
+    cuda_prog(d, "tool", &["-Wl,-rpath,/run/opengl-driver/lib:/build/source/build"]);
+    gcc(
+        d,
+        &[
+            "-shared",
+            "-fPIC",
+            "-o",
+            "out/lib/libfoo.so",
+            "foo.c",
+            "-Wl,--disable-new-dtags,-rpath,$ORIGIN",
+        ],
+    );
+    gcc(
+        d,
+        &["-o", "out/bin/usefoo", "usefoo.c", "-Lout/lib", "-lfoo", "-Wl,-rpath,$ORIGIN/../lib:"],
+    );
+    std::fs::copy(fixture("sass-only", "sass_only"), d.join("out/bin/vadd")).unwrap();
+    t
+}
+
+fn snapshot(name: &str) -> String {
+    let path = support::root().join("tests/snapshots").join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .replace("{version}", env!("CARGO_PKG_VERSION"))
+}
+
+fn audit_snapshot_tree(dir: &Path, format: &str) -> Output {
+    Command::new(BIN)
+        .current_dir(dir)
+        .env_remove("NIX_LOG_FD")
+        .args(["--format", format, "--color", "never", "--cuda-capabilities", "8.6;9.0", "out"])
+        .output()
+        .unwrap()
+}
+
+/// The findings a maintainer expects of the snapshot tree, from how each file
+/// was built (not from our output).
+const SNAPSHOT_FINDINGS: &[(&str, &str)] = &[
+    ("out/bin/prog", "libcuda-stub-in-runpath"),
+    ("out/bin/prog", "missing-driver-runpath"),
+    ("out/bin/tool", "tmpdir-in-runpath"),
+    ("out/bin/usefoo", "empty-runpath-entry"),
+    // sm_80 SASS with the static runtime, asked for 8.6 and 9.0: 8.6 runs
+    // sm_80 (same major), 9.0 gets nothing, no PTX for forward compatibility.
+    ("out/bin/vadd", "cudart-static"),
+    ("out/bin/vadd", "missing-driver-runpath"),
+    ("out/bin/vadd", "missing-forward-compat-ptx"),
+    ("out/bin/vadd", "no-code-for-capability"),
+    ("out/bin/vadd", "unrequested-arch"),
+    ("out/lib/libfoo.so", "rpath-instead-of-runpath"),
+];
+
+/// Text, JSON, SARIF and GitHub output of one tree, each against its
+/// reviewed snapshot; the findings against the list above, and the facts the
+/// JSON reports against readelf and cuobjdump.
+#[test]
+fn snapshots_of_every_output_format() {
+    let t = snapshot_tree();
+    let d = t.path();
+    let mut differ = Vec::new();
+    for (format, file) in [
+        ("text", "audit.txt"),
+        ("github", "audit.github"),
+        ("json", "audit.json"),
+        ("sarif", "audit.sarif"),
+    ] {
+        let out = audit_snapshot_tree(d, format);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.stderr.is_empty(), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+        let want = snapshot(file);
+        let got = String::from_utf8(out.stdout).unwrap();
+        let same = if format == "json" || format == "sarif" {
+            // File sizes depend on the host compiler; the snapshot has none.
+            let mut v: Value = serde_json::from_str(&got).unwrap();
+            if let Some(files) = v.get_mut("files").and_then(Value::as_array_mut) {
+                for f in files {
+                    f.as_object_mut().unwrap().remove("size");
+                }
+            }
+            v == serde_json::from_str::<Value>(&want).unwrap()
+        } else {
+            got == want
+        };
+        if !same {
+            differ.push(format!(
+                "{format} differs from tests/snapshots/{file}:\n{}",
+                support::line_diff(want.as_bytes(), got.as_bytes())
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+
+    let (_, r) = json(&["--cuda-capabilities", "8.6;9.0"], &[&d.join("out")]);
+    let mut found: Vec<(String, String)> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let p = f["path"].as_str().unwrap().strip_prefix(d.to_str().unwrap()).unwrap();
+            (p.trim_start_matches('/').to_string(), f["check"].as_str().unwrap().to_string())
+        })
+        .collect();
+    found.sort();
+    let want: Vec<(String, String)> =
+        SNAPSHOT_FINDINGS.iter().map(|(p, c)| (p.to_string(), c.to_string())).collect();
+    assert_eq!(found, want);
+
+    // The facts, against the tools every maintainer already trusts.
+    let readelf = |args: &str, f: &Path| {
+        let out = Command::new("readelf").args(args.split(' ')).arg(f).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let bracketed = |line: &str| line.rsplit_once('[').unwrap().1.trim_end_matches(']').to_string();
+    for f in r["files"].as_array().unwrap() {
+        let path = Path::new(f["path"].as_str().unwrap());
+        let dynamic = readelf("-dW", path);
+        let needed: Vec<String> =
+            dynamic.lines().filter(|l| l.contains("(NEEDED)")).map(bracketed).collect();
+        assert_eq!(f["dynamic"]["needed"], serde_json::json!(needed), "{}", path.display());
+        for (tag, key) in [("(RUNPATH)", "runpath"), ("(RPATH)", "rpath")] {
+            let value = dynamic.lines().find(|l| l.contains(tag)).map(bracketed);
+            assert_eq!(f["dynamic"][key].as_str(), value.as_deref(), "{}: {key}", path.display());
+        }
+        let interp = readelf("-lW", path)
+            .lines()
+            .find_map(|l| l.split_once("[Requesting program interpreter: "))
+            .map(|(_, rest)| rest.trim_end_matches(']').to_string());
+        assert_eq!(f["dynamic"]["interpreter"].as_str(), interp.as_deref(), "{}", path.display());
+    }
+    let vadd = r["files"].as_array().unwrap().iter().find(|f| f["device"].is_object()).unwrap();
+    let listed =
+        support::run_in(d, &support::cuda_tool("cuobjdump"), &["--list-elf", "out/bin/vadd"]);
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert_eq!(vadd["device"]["cubins"], listed.lines().count());
+    assert!(listed.lines().all(|l| l.ends_with(".sm_80.cubin")), "{listed}");
+    assert_eq!(vadd["device"]["sass"], serde_json::json!(["sm_80"]));
+}

@@ -155,19 +155,21 @@ pub fn capabilities(path: &Path, dev: &DeviceFacts, policy: &Policy, out: &mut V
         return;
     }
     let codes = dev.codes();
-    let names = |kind: CodeKind| -> String {
+    // "SASS sm_80 sm_86" / "no PTX": what the file has of one kind, for messages.
+    let have = |kind: CodeKind| -> String {
+        let (label, prefix) = match kind {
+            CodeKind::Sass => ("SASS", "sm"),
+            CodeKind::Ptx => ("PTX", "compute"),
+        };
         let v: Vec<String> = codes
             .iter()
             .filter(|c| c.kind == kind)
-            .map(|c| match kind {
-                CodeKind::Sass => format!("sm_{}{}", c.target.sm(), c.target.variant.suffix()),
-                CodeKind::Ptx => format!("compute_{}{}", c.target.sm(), c.target.variant.suffix()),
-            })
+            .map(|c| format!("{prefix}_{}{}", c.target.sm(), c.target.variant.suffix()))
             .collect();
         if v.is_empty() {
-            "none".into()
+            format!("no {label}")
         } else {
-            v.join(" ")
+            format!("{label} {}", v.join(" "))
         }
     };
     for cap in &req.capabilities {
@@ -177,9 +179,9 @@ pub fn capabilities(path: &Path, dev: &DeviceFacts, policy: &Policy, out: &mut V
                     ids::NO_CODE_FOR_CAPABILITY,
                     path,
                     format!(
-                        "nothing runs on capability {cap}: SASS {}, PTX {}",
-                        names(CodeKind::Sass),
-                        names(CodeKind::Ptx)
+                        "nothing runs on capability {cap}: the file has {} and {}",
+                        have(CodeKind::Sass),
+                        have(CodeKind::Ptx)
                     ),
                 )
                 .with("capability", cap.to_string()),
@@ -189,8 +191,8 @@ pub fn capabilities(path: &Path, dev: &DeviceFacts, policy: &Policy, out: &mut V
                     ids::PTX_ONLY_CAPABILITY,
                     path,
                     format!(
-                        "capability {cap} runs only through the PTX JIT ({})",
-                        names(CodeKind::Ptx)
+                        "capability {cap} runs only through the PTX JIT (the file has {})",
+                        have(CodeKind::Ptx)
                     ),
                 )
                 .with("capability", cap.to_string()),
@@ -224,7 +226,10 @@ pub fn capabilities(path: &Path, dev: &DeviceFacts, policy: &Policy, out: &mut V
                 Finding::new(
                     ids::MISSING_FORWARD_COMPAT_PTX,
                     path,
-                    format!("PTX for capability {cap} was requested (forward compatibility) but the file has PTX {}", names(CodeKind::Ptx)),
+                    format!(
+                        "forward compatibility needs PTX for capability {cap} or lower, to JIT on newer GPUs; the file has {}",
+                        have(CodeKind::Ptx)
+                    ),
                 )
                 .with("capability", cap.to_string()),
             );

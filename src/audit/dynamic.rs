@@ -7,14 +7,17 @@
 use serde::Serialize;
 
 use crate::elf::{
-    cstr, Elf, ElfError, DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME, ET_DYN, ET_EXEC, ET_REL,
-    PT_INTERP,
+    cstr, Elf, ElfError, DF_1_PIE, DT_FLAGS_1, DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME, ET_DYN,
+    ET_EXEC, ET_REL, PT_INTERP,
 };
 
 /// The loader-relevant facts of one ELF file.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DynamicFacts {
-    /// `executable`, `shared-object`, `relocatable`, `other`.
+    /// `executable`, `pie-executable`, `shared-object`, `relocatable`,
+    /// `other`. A PIE program is ET_DYN like a library; a maintainer reads
+    /// "program", so it is told apart: DF_1_PIE, or (linkers older than
+    /// that flag) an interpreter and no soname.
     pub kind: &'static str,
     /// ELFCLASS64.
     pub is64: bool,
@@ -102,10 +105,21 @@ pub fn facts(
             }
         }
     }
+    if f.kind == "shared-object" {
+        let pie_flag = dynamic_flags_1(&elf)?.is_some_and(|v| v & DF_1_PIE != 0);
+        if pie_flag || (f.interpreter.is_some() && f.soname.is_none()) {
+            f.kind = "pie-executable";
+        }
+    }
     if device_code && !f.needed.iter().any(|n| n.starts_with("libcudart.so")) {
         f.static_cudart = mentions_libcuda(&elf, release);
     }
     Ok(f)
+}
+
+/// DT_FLAGS_1, when present.
+fn dynamic_flags_1(elf: &Elf<'_>) -> Result<Option<u64>, ElfError> {
+    Ok(elf.dynamic()?.and_then(|d| d.entries.iter().find(|e| e.tag == DT_FLAGS_1).map(|e| e.val)))
 }
 
 /// Whether a read-only data section holds the `libcuda.so.1` string the

@@ -302,8 +302,11 @@ fn run_audit(args: &Args) -> anyhow::Result<u8> {
     })
 }
 
-/// One line per file with device code: what runs where.
+/// A headed section, one line per file with device code: what it carries.
 fn write_files(out: &mut dyn Write, report: &Report<audit::FileFacts>) -> io::Result<()> {
+    if report.files.iter().any(|f| f.device.is_some()) {
+        writeln!(out, "device code:")?;
+    }
     let names = |set: &std::collections::BTreeSet<nix_cuda_hooks::fatbin::Arch>| {
         set.iter().map(|a| a.name()).collect::<Vec<_>>().join(" ")
     };
@@ -322,7 +325,7 @@ fn write_files(out: &mut dyn Write, report: &Report<audit::FileFacts>) -> io::Re
         if !d.lto_ir.is_empty() {
             parts.push(format!("LTO-IR {}", names(&d.lto_ir)));
         }
-        writeln!(out, "{}: {}", report::sanitize(&f.path.to_string_lossy()), parts.join("; "))?;
+        writeln!(out, "  {}: {}", report::sanitize(&f.path.to_string_lossy()), parts.join("; "))?;
     }
     if report.files.iter().any(|f| f.device.is_some()) {
         writeln!(out)?;
