@@ -325,6 +325,11 @@ if want audit && need_corpus; then
   size="corpus: ${#files[@]} files, $(mb "${files[@]}")"
   r=3
   $quick && r=2
+  # Issue 5's second goal: the audit within 2x of just listing the same
+  # files (our own -lelf -lptx, one process): a ratio of 0.50x or more.
+  compare "audit (default) vs just listing, warm" "$size" "$((r * 3))" "$((r * 3))" "cuda-elf-inspect -lelf -lptx, same files" \
+    -- "$bin/cuda-elf-inspect" "${corpus_dirs[@]}" \
+    -- "$bin/cuda-elf-inspect" -lelf -lptx "${files[@]}"
   for caps in "" "8.0 9.0"; do
     args=()
     wl="audit (default)"

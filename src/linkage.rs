@@ -14,8 +14,10 @@
 //! libraries and the GPU driver's (which NixOS puts in /run/opengl-driver/lib
 //! at run time). They count as resolved.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
 /// Sonames glibc provides next to its loader.
 pub const C_RUNTIME: &[&str] = &[
@@ -62,7 +64,7 @@ pub fn provided_by_system(name: &str) -> bool {
 /// What an object tells the loader, and where it lives.
 #[derive(Debug, Clone)]
 pub struct SearchInput<'a> {
-    /// The object's path (its folder is `$ORIGIN`).
+    /// The object's real path, symbolic links resolved (its folder is `$ORIGIN`).
     pub path: &'a Path,
     /// DT_RPATH entries.
     pub rpath: &'a [String],
@@ -95,52 +97,96 @@ pub fn expand_origin(entry: &str, origin: &Path) -> PathBuf {
     PathBuf::from(entry.replace("${ORIGIN}", &o).replace("$ORIGIN", &o))
 }
 
-/// Resolves one NEEDED name.
-pub fn resolve(name: &str, input: &SearchInput<'_>) -> Resolution {
-    if provided_by_system(name) {
-        return Resolution::System;
-    }
-    if name.contains('/') {
-        let p = PathBuf::from(name);
-        return if usable(&p, input.class_machine) {
-            Resolution::Found(p)
-        } else {
-            Resolution::Missing(vec![])
-        };
-    }
-    let real = std::fs::canonicalize(input.path).unwrap_or_else(|_| input.path.to_path_buf());
-    let origin = real.parent().unwrap_or(Path::new("/")).to_path_buf();
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    let entries = match input.runpath {
-        Some(runpath) => runpath,
-        None => input.rpath,
-    };
-    dirs.extend(entries.iter().filter(|e| !e.is_empty()).map(|e| expand_origin(e, &origin)));
-    if let Some(interp) = input.interpreter.and_then(Path::parent) {
-        dirs.push(interp.to_path_buf());
-    }
-    dirs.extend(input.system_dirs.iter().cloned());
-    for dir in &dirs {
-        let candidate = dir.join(name);
-        if usable(&candidate, input.class_machine) {
-            return Resolution::Found(candidate);
-        }
-    }
-    Resolution::Missing(dirs)
+/// Resolves NEEDED names for the files of one run. A tree's files share
+/// most of their search folders and names (libgcc_s, libstdc++, the
+/// package's own libraries), so what each candidate path turned out to be is
+/// remembered, and `/etc/ld.so.conf` is read once: per-file probing was most
+/// of the audit's time on a folder of small libraries.
+#[derive(Debug, Default)]
+pub struct Resolver {
+    system_dirs: OnceLock<Vec<PathBuf>>,
+    /// What each probed candidate path is.
+    seen: Mutex<HashMap<PathBuf, Candidate>>,
 }
 
-/// Whether `path` is a file the loader would accept: it exists and, when a
-/// class and machine are given, is an ELF of that class and machine (the
-/// loader skips others and goes on searching).
-fn usable(path: &Path, class_machine: Option<(bool, u16)>) -> bool {
-    let Ok(mut file) = crate::hostelf::open_nonblocking(path) else { return false };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return false;
+/// What a candidate path for a NEEDED name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Candidate {
+    /// No regular file there (or it cannot be opened).
+    Absent,
+    /// A file, not ELF.
+    NotElf,
+    /// An ELF file of this class (64-bit?) and machine.
+    Elf(bool, u16),
+}
+
+impl Resolver {
+    /// The host's default library folders ([`system_lib_dirs`]), read once.
+    pub fn system_lib_dirs(&self) -> &[PathBuf] {
+        self.system_dirs.get_or_init(system_lib_dirs)
     }
-    let Some((is64, machine)) = class_machine else { return true };
+
+    /// Resolves one NEEDED name.
+    pub fn resolve(&self, name: &str, input: &SearchInput<'_>) -> Resolution {
+        if provided_by_system(name) {
+            return Resolution::System;
+        }
+        if name.contains('/') {
+            let p = PathBuf::from(name);
+            return if self.usable(&p, input.class_machine) {
+                Resolution::Found(p)
+            } else {
+                Resolution::Missing(vec![])
+            };
+        }
+        let origin = input.path.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let entries = match input.runpath {
+            Some(runpath) => runpath,
+            None => input.rpath,
+        };
+        dirs.extend(entries.iter().filter(|e| !e.is_empty()).map(|e| expand_origin(e, &origin)));
+        if let Some(interp) = input.interpreter.and_then(Path::parent) {
+            dirs.push(interp.to_path_buf());
+        }
+        dirs.extend(input.system_dirs.iter().cloned());
+        for dir in &dirs {
+            let candidate = dir.join(name);
+            if self.usable(&candidate, input.class_machine) {
+                return Resolution::Found(candidate);
+            }
+        }
+        Resolution::Missing(dirs)
+    }
+
+    /// Whether `path` is a file the loader would accept: it exists and, when
+    /// a class and machine are given, is an ELF of that class and machine
+    /// (the loader skips others and goes on searching).
+    fn usable(&self, path: &Path, class_machine: Option<(bool, u16)>) -> bool {
+        let known = self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(path).copied();
+        let kind = known.unwrap_or_else(|| {
+            let kind = probe(path);
+            self.seen.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf(), kind);
+            kind
+        });
+        match (kind, class_machine) {
+            (Candidate::Absent, _) => false,
+            (_, None) => true,
+            (Candidate::NotElf, Some(_)) => false,
+            (Candidate::Elf(is64, machine), Some(want)) => (is64, machine) == want,
+        }
+    }
+}
+
+/// Looks at a candidate file (its first 20 bytes).
+fn probe(path: &Path) -> Candidate {
+    let Ok(mut file) = crate::hostelf::open_nonblocking(path) else { return Candidate::Absent };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Candidate::Absent;
+    }
     let mut head = [0u8; 20];
     if file.read_exact(&mut head).is_err() || &head[..4] != b"\x7fELF" {
-        return false;
+        return Candidate::NotElf;
     }
     let little = head[5] == 1;
     let m = if little {
@@ -148,7 +194,7 @@ fn usable(path: &Path, class_machine: Option<(bool, u16)>) -> bool {
     } else {
         u16::from_be_bytes([head[18], head[19]])
     };
-    (head[4] == 2) == is64 && m == machine
+    Candidate::Elf(head[4] == 2, m)
 }
 
 /// The host's default library folders: `/etc/ld.so.conf` (with `include`
@@ -226,13 +272,13 @@ mod tests {
             system_dirs: &[],
             class_machine: None,
         };
-        assert!(matches!(resolve("libx.so.1", &input), Resolution::Found(_)));
+        assert!(matches!(Resolver::default().resolve("libx.so.1", &input), Resolution::Found(_)));
         // DT_RPATH is ignored when DT_RUNPATH exists.
-        assert!(matches!(resolve("liby.so.1", &input), Resolution::Missing(_)));
+        assert!(matches!(Resolver::default().resolve("liby.so.1", &input), Resolution::Missing(_)));
         let input = SearchInput { runpath: None, ..input };
-        assert!(matches!(resolve("liby.so.1", &input), Resolution::Found(_)));
-        assert_eq!(resolve("libcuda.so.1", &input), Resolution::System);
-        assert_eq!(resolve("libc.so.6", &input), Resolution::System);
+        assert!(matches!(Resolver::default().resolve("liby.so.1", &input), Resolution::Found(_)));
+        assert_eq!(Resolver::default().resolve("libcuda.so.1", &input), Resolution::System);
+        assert_eq!(Resolver::default().resolve("libc.so.6", &input), Resolution::System);
     }
 
     #[test]
@@ -249,6 +295,6 @@ mod tests {
             system_dirs: &[],
             class_machine: Some((true, 62)),
         };
-        assert!(matches!(resolve("libz.so", &input), Resolution::Missing(_)));
+        assert!(matches!(Resolver::default().resolve("libz.so", &input), Resolution::Missing(_)));
     }
 }

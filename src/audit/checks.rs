@@ -9,7 +9,7 @@ use super::dynamic::DynamicFacts;
 use super::Policy;
 use crate::capabilities::{coverage, Capability, CodeKind, Runs, Variant};
 use crate::finding::{ids, Finding};
-use crate::linkage::{self, Resolution, SearchInput};
+use crate::linkage::{Resolution, SearchInput};
 
 /// RUNPATH/RPATH checks: stubs, driver folder, build folder, empty entries,
 /// RPATH instead of RUNPATH, static cudart.
@@ -108,15 +108,15 @@ fn is_stubs_folder(entry: &str) -> bool {
     e.ends_with("/lib/stubs") || e.ends_with("/lib64/stubs") || e == "stubs"
 }
 
-/// NEEDED libraries the loader would not find.
+/// NEEDED libraries the loader would not find. `path` is the file's real
+/// path (see [`super::audit_file`]).
 pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Finding>) {
     if !d.dynamic || d.kind == "relocatable" {
         return;
     }
-    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let in_store = real.starts_with(&policy.store_dir);
-    let system: Vec<PathBuf> =
-        if policy.system_lib_dirs || !in_store { linkage::system_lib_dirs() } else { Vec::new() };
+    let in_store = path.starts_with(&policy.store_dir);
+    let system: &[PathBuf] =
+        if policy.system_lib_dirs || !in_store { policy.resolver.system_lib_dirs() } else { &[] };
     let split = |s: &Option<String>| -> Vec<String> {
         s.as_deref().map(|s| s.split(':').map(str::to_string).collect()).unwrap_or_default()
     };
@@ -124,15 +124,15 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
     let runpath = d.runpath.as_ref().map(|_| split(&d.runpath));
     let interp = d.interpreter.as_deref().map(Path::new);
     let input = SearchInput {
-        path: &real,
+        path,
         rpath: &rpath,
         runpath: runpath.as_deref(),
         interpreter: interp,
-        system_dirs: &system,
+        system_dirs: system,
         class_machine: Some((d.is64, d.machine)),
     };
     for name in &d.needed {
-        if let Resolution::Missing(searched) = linkage::resolve(name, &input) {
+        if let Resolution::Missing(searched) = policy.resolver.resolve(name, &input) {
             let list: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
             let searched =
                 if list.is_empty() { "nothing to search".to_string() } else { list.join(":") };

@@ -35,6 +35,9 @@ pub struct Policy {
     pub store_dir: PathBuf,
     /// Search the host's default library folders for store files too.
     pub system_lib_dirs: bool,
+    /// Library resolution, shared by the files of a run (it remembers what
+    /// it has probed).
+    pub resolver: std::sync::Arc<crate::linkage::Resolver>,
 }
 
 /// Everything the audit learned about one file.
@@ -84,7 +87,8 @@ fn sniff(path: &Path) -> std::io::Result<bool> {
     Ok(interesting(&head[..n]))
 }
 
-/// Examines one file. `Ok(None)`: not an object file (nothing to say).
+/// Examines one file, given by its real path (links resolved: `$ORIGIN` and
+/// the store test depend on it). `Ok(None)`: not an object file.
 pub fn audit_file(
     path: &Path,
     policy: &Policy,
@@ -106,20 +110,38 @@ pub fn audit_file(
     // Pages are dropped from the resident set as soon as they are read, so
     // memory stays flat whatever the file size (see hostelf::Mapped::release).
     let release = |part: &[u8]| data.release(part);
-    let object = hostelf::parse_with(&data, &mut |p| data.release(p))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    facts.format = object.format();
-    let dev = device::facts(&object, &release);
+    // The fatbin walk and the loader facts (whose static-cudart scan reads
+    // megabytes of .rodata) run side by side: in cuBLASLt each is several
+    // milliseconds, and that file is the long pole of a tree's audit.
+    let is_elf = data.starts_with(b"\x7fELF");
+    let (parsed, dynamic) = rayon::join(
+        || {
+            let object = hostelf::parse_with(&data, &mut |p| data.release(p))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let dev = device::facts(&object, &release);
+            let damage: Vec<String> = match &object {
+                Object::Elf(elf) => elf.errors.iter().map(|e| e.to_string()).collect(),
+                _ => Vec::new(),
+            };
+            Ok::<_, String>((object.format(), matches!(object, Object::Elf(_)), dev, damage))
+        },
+        || is_elf.then(|| dynamic::facts(&data, &release)),
+    );
+    let (format, host_elf, dev, damage) = parsed?;
+    facts.format = format;
     let has_device = dev.cubins + dev.ptx_files > 0 || !dev.lto_ir.is_empty();
-    if let Object::Elf(elf) = &object {
-        facts.damage.extend(elf.errors.iter().map(|e| e.to_string()));
-        match dynamic::facts(&data, has_device, &release) {
-            Ok(d) => facts.dynamic = Some(d),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+    if host_elf {
+        facts.damage.extend(damage);
+        match dynamic {
+            Some(Ok(mut d)) => {
+                d.static_cudart &= has_device;
+                facts.dynamic = Some(d);
+            }
+            Some(Err(e)) => return Err(format!("{}: {e}", path.display())),
+            None => {}
         }
     }
     facts.damage.extend(dev.decode_errors.iter().cloned());
-    drop(object);
     let mut findings = Vec::new();
     if let Some(d) = &facts.dynamic {
         checks::runpath(path, d, policy, &mut findings);
@@ -150,9 +172,10 @@ pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
     let mut audit = Audit::default();
     // (shown path, stable location for baselines, outcome)
     let mut outcomes: Vec<(PathBuf, String, FileOutcome)> = Vec::new();
-    let root_name = |p: &Path| -> String {
-        let name = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-        let name = name.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    // A root's name in baseline locations: the store hash stripped from the
+    // real name (a `result` link's target, `.` made a name).
+    let root_name = |real: &Path| -> String {
+        let name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         crate::finding::strip_store_hash(&name).to_string()
     };
     for path in paths {
@@ -179,7 +202,7 @@ pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
                 kind.file_type.is_file().then(|| audit_file(p, policy))
             });
             audit.failures.extend(walked.errors.iter().map(|e| e.to_string()));
-            let base = root_name(path);
+            let base = root_name(&root);
             for (p, outcome) in walked.items {
                 let rel = p.strip_prefix(&root).map(Path::to_path_buf).unwrap_or_default();
                 let location = Path::new(&base).join(&rel).to_string_lossy().into_owned();
@@ -187,7 +210,11 @@ pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
                 outcomes.push((shown, location, outcome));
             }
         } else {
-            outcomes.push((path.clone(), root_name(path), audit_file(path, policy)));
+            // Resolved once here: the checks need the real path ($ORIGIN, in
+            // the store or not), and files found by the walk below a real
+            // root are real already (links inside folders are not followed).
+            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            outcomes.push((path.clone(), root_name(&real), audit_file(&real, policy)));
         }
     }
     let mut cudart = Vec::new();

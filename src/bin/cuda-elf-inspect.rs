@@ -236,6 +236,7 @@ fn policy(args: &Args, env: &BuildEnv) -> anyhow::Result<Policy> {
         build_dirs,
         store_dir: PathBuf::from(env.store_dir()),
         system_lib_dirs: args.system_lib_dirs,
+        resolver: Default::default(),
     })
 }
 
