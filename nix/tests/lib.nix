@@ -106,6 +106,7 @@ let
               ./builder.sh
             ];
             setup = ./setup.sh;
+            setupFunctions = ./setup-functions.sh;
             defaultNativeBuildInputs = extraNativeBuildInputs ++ ownHooks;
           }
           // removeAttrs attrs [
