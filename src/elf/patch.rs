@@ -438,14 +438,25 @@ pub fn rewrite(
     // moved block's sections pointing to their new places.
     let mut sht = Vec::with_capacity(sht_len as usize);
     let dynsec = elf.shdrs.iter().position(|s| s.sh_type == SHT_DYNAMIC);
-    let strsec = dynsec
-        .and_then(|i| Some(elf.shdrs[i].link as usize).filter(|&k| k < elf.shdrs.len()))
-        .filter(|&k| elf.shdrs[k].addr == strtab.addr)
-        .or_else(|| {
-            elf.shdrs
-                .iter()
-                .position(|s| s.sh_type == SHT_STRTAB && s.addr == strtab.addr && s.addr != 0)
-        });
+    // The table `.dynamic` links to is what readelf and `object` read its
+    // strings from: it must be DT_STRTAB's, or the new string would be
+    // outside the table they read (found by the readelf check over the fuzz
+    // corpus: a section table whose addresses disagree with the segments).
+    let strsec = match dynsec.map(|i| elf.shdrs[i].link as usize) {
+        Some(k) => match elf.shdrs.get(k) {
+            Some(s) if s.addr == strtab.addr => Some(k),
+            _ => {
+                return Err(ElfError::Unsupported(format!(
+                    "the section .dynamic links to ({k}) is not the DT_STRTAB table at {:#x}",
+                    strtab.addr
+                )))
+            }
+        },
+        None => elf
+            .shdrs
+            .iter()
+            .position(|s| s.sh_type == SHT_STRTAB && s.addr == strtab.addr && s.addr != 0),
+    };
     // The copy holds DT_STRSZ bytes; a section header claiming more would
     // lose the rest (symbol names read through `.dynsym`'s link) once it
     // points at the copy (found by fuzzing: a mutated DT_STRSZ).
