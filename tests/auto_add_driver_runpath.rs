@@ -296,6 +296,87 @@ fn bad_input_is_an_error_naming_the_file_and_nothing_is_half_written() {
     assert!(snap == snapshot(&dir.join("long")));
 }
 
+/// Fuzz findings 9, 10 and 13 (docs/robustness.md), rebuilt from a gcc-built
+/// library: files whose tables disagree in a way the writer cannot honour
+/// are refused, naming the file and the reason, and left byte-identical.
+#[test]
+fn disagreeing_tables_found_by_fuzzing_are_refused_untouched() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("lib.c"), LIB_C).unwrap();
+    sh(
+        dir,
+        "set -e; mkdir bad
+         gcc -shared -fPIC -Wl,-soname,libx.so,-rpath,/old/lib -o bad/two-runpaths.so lib.c
+         gcc -shared -fPIC -o bad/dynstr-elsewhere.so lib.c
+         gcc -shared -fPIC -o bad/dynstr-readdressed.so lib.c",
+    );
+    let phdr = |d: &[u8], ty: u32| {
+        let phoff = u64::from_le_bytes(d[32..40].try_into().unwrap()) as usize;
+        let phnum = u16::from_le_bytes(d[56..58].try_into().unwrap()) as usize;
+        (0..phnum)
+            .map(|i| phoff + i * 56)
+            .find(|&at| u32::from_le_bytes(d[at..at + 4].try_into().unwrap()) == ty)
+            .unwrap()
+    };
+    // 9: DT_SONAME retagged DT_RUNPATH: two search paths; glibc uses the
+    // last, we would have rewritten the first.
+    let path = dir.join("bad/two-runpaths.so");
+    let mut d = std::fs::read(&path).unwrap();
+    let dynamic = phdr(&d, 2);
+    let start = u64::from_le_bytes(d[dynamic + 8..dynamic + 16].try_into().unwrap()) as usize;
+    let soname = (start..)
+        .step_by(16)
+        .find(|&at| u64::from_le_bytes(d[at..at + 8].try_into().unwrap()) == 14)
+        .unwrap();
+    d[soname..soname + 8].copy_from_slice(&29u64.to_le_bytes());
+    std::fs::write(&path, &d).unwrap();
+    // 10: the first PT_LOAD's file offset moved by 0x100, so DT_STRTAB maps
+    // to other bytes than the .dynstr section header's.
+    let path = dir.join("bad/dynstr-elsewhere.so");
+    let mut d = std::fs::read(&path).unwrap();
+    let load = phdr(&d, 1);
+    d[load + 8..load + 16].copy_from_slice(&0x100u64.to_le_bytes());
+    std::fs::write(&path, &d).unwrap();
+
+    // 13: the section .dynamic links to (.dynstr) moved to another address
+    // than DT_STRTAB's: readelf would read the new string from the old table.
+    let path = dir.join("bad/dynstr-readdressed.so");
+    let mut d = std::fs::read(&path).unwrap();
+    let elf = nix_cuda_hooks::elf::Elf::parse(&d).unwrap();
+    let link = elf.shdrs.iter().find(|s| s.sh_type == 6).unwrap().link as usize;
+    let at = elf.shoff as usize + link * 64 + 16; // sh_addr
+    let addr = elf.shdrs[link].addr + 0x10000;
+    d[at..at + 8].copy_from_slice(&addr.to_le_bytes());
+    std::fs::write(&path, &d).unwrap();
+
+    let snap = snapshot(&dir.join("bad"));
+    let r = bin(dir, &["bad"]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        stderr.contains(
+            "ERROR: addDriverRunpath: bad/dynstr-readdressed.so: unsupported: the section \
+             .dynamic links to"
+        ),
+        "{}",
+        text(&r)
+    );
+    assert!(
+        stderr.contains("ERROR: addDriverRunpath: bad/two-runpaths.so: unsupported: 2 DT_RUNPATH"),
+        "{}",
+        text(&r)
+    );
+    assert!(
+        stderr
+            .contains("ERROR: addDriverRunpath: bad/dynstr-elsewhere.so: unsupported: the .dynstr")
+            && stderr.contains("DT_STRTAB (file offset"),
+        "{}",
+        text(&r)
+    );
+    assert!(snap == snapshot(&dir.join("bad")), "bad input was modified");
+}
+
 #[test]
 fn read_only_folder_is_an_error_and_read_only_file_is_patched() {
     let t = tempfile::tempdir().unwrap();

@@ -67,8 +67,10 @@ fn check_object(old: &[u8], strtab: Option<u64>, new: &[u8], value: &[u8], tag: 
     use object::read::elf::{Dyn, FileHeader, SectionHeader};
     use object::Endianness;
     /// Whether, in the original, the string table that object links to
-    /// `.dynamic` is the one DT_STRTAB names (a fuzzed section table may
-    /// link elsewhere; then object could not read the old strings either).
+    /// `.dynamic` is the one DT_STRTAB names and object can read it as
+    /// strings (a fuzzed section table may link elsewhere, or give the table
+    /// another type such as SHT_NULL; then object could not read the old
+    /// strings either).
     fn consistent<H: FileHeader<Endian = Endianness>>(old: &[u8], strtab: Option<u64>) -> bool {
         let Ok(header) = H::parse(old) else { return false };
         let Ok(endian) = header.endian() else { return false };
@@ -76,6 +78,7 @@ fn check_object(old: &[u8], strtab: Option<u64>, new: &[u8], value: &[u8], tag: 
         match sections.dynamic(endian, old) {
             Ok(Some((_, link))) => {
                 sections.section(link).is_ok_and(|s| Some(s.sh_addr(endian).into()) == strtab)
+                    && sections.strings(endian, old, link).is_ok()
             }
             _ => false,
         }
@@ -131,6 +134,9 @@ fn check_sections(old: &Elf<'_>, new: &Elf<'_>) {
         panic!("section headers lost");
     }
     assert_eq!(old.shdrs.len(), new.shdrs.len(), "section count");
+    // The string table `.dynamic` links to is the writer's `.dynstr` whatever
+    // its (fuzzed) type: it may grow too.
+    let dynstr = old.shdrs.iter().find(|s| s.sh_type == SHT_DYNAMIC).map(|s| s.link as usize);
     for (i, (o, n)) in old.shdrs.iter().zip(&new.shdrs).enumerate() {
         assert_eq!(
             (o.name, o.sh_type, o.flags, o.link, o.info, o.entsize),
@@ -155,7 +161,9 @@ fn check_sections(old: &Elf<'_>, new: &Elf<'_>) {
         let nb = new.slice(n.offset, n.size, "new section").expect("section readable");
         if ob != nb {
             assert!(
-                o.sh_type == SHT_STRTAB && nb.len() > ob.len() && nb.starts_with(ob),
+                (o.sh_type == SHT_STRTAB || Some(i) == dynstr)
+                    && nb.len() > ob.len()
+                    && nb.starts_with(ob),
                 "section {i} changed"
             );
         }

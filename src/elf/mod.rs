@@ -519,7 +519,9 @@ impl<'a> Elf<'a> {
         for i in 0..slots {
             // Real files have dozens; a corrupt size must not make us allocate.
             if i >= MAX_HEADERS {
-                return Err(ElfError::Corrupt(format!("more than {MAX_HEADERS} dynamic entries")));
+                return Err(ElfError::Corrupt(format!(
+                    "more than {MAX_HEADERS} dynamic entries (DT_NULL included)"
+                )));
             }
             let at = i * size;
             let tag = if l.is64 {

@@ -174,11 +174,23 @@ impl Rewrite {
     }
 }
 
-/// The current search path: value, tag, and its entry's index.
+/// The current search path: value and tag. A file with two DT_RUNPATH (or
+/// two DT_RPATH) entries is refused: glibc's loader keeps the last of each
+/// tag, `readelf` shows both, and the writer replaces one, so whichever we
+/// read, the other would stay in effect somewhere (found by fuzzing: a
+/// mutated tag made a second DT_RPATH; no linker or patchelf writes one).
 pub fn current_path<'a>(
     elf: &Elf<'a>,
     dynamic: &Dynamic,
 ) -> Result<Option<(&'a [u8], Tag)>, ElfError> {
+    for (t, name) in [(DT_RUNPATH, "DT_RUNPATH"), (DT_RPATH, "DT_RPATH")] {
+        let n = dynamic.entries.iter().filter(|d| d.tag == t).count();
+        if n > 1 {
+            return Err(ElfError::Unsupported(format!(
+                "{n} {name} entries in the dynamic section (a loader uses only the last)"
+            )));
+        }
+    }
     let entry = dynamic
         .entries
         .iter()
@@ -321,6 +333,15 @@ pub fn rewrite(
         Some(i) => entries[i] = Dyn { tag: tag.dt(), val: old_strsz },
         None => entries.push(Dyn { tag: tag.dt(), val: old_strsz }),
     }
+    // Our reader refuses more slots than this; a file we write must read back.
+    let slots = entries.len() as u64 + 1;
+    if slots > super::MAX_HEADERS {
+        return Err(ElfError::Unsupported(format!(
+            "the patched dynamic section would have {slots} entries (DT_NULL included), \
+             over the limit of {}",
+            super::MAX_HEADERS
+        )));
+    }
     let dyn_off = round_up(str_end, l.word()).ok_or_else(overflow)?;
     let seg_len = dyn_off + (entries.len() as u64 + 1) * dsize;
     let shsize = l.shdr_size();
@@ -417,22 +438,44 @@ pub fn rewrite(
     // moved block's sections pointing to their new places.
     let mut sht = Vec::with_capacity(sht_len as usize);
     let dynsec = elf.shdrs.iter().position(|s| s.sh_type == SHT_DYNAMIC);
-    let strsec = dynsec
-        .and_then(|i| Some(elf.shdrs[i].link as usize).filter(|&k| k < elf.shdrs.len()))
-        .filter(|&k| elf.shdrs[k].addr == strtab.addr)
-        .or_else(|| {
-            elf.shdrs
-                .iter()
-                .position(|s| s.sh_type == SHT_STRTAB && s.addr == strtab.addr && s.addr != 0)
-        });
+    // The table `.dynamic` links to is what readelf and `object` read its
+    // strings from: it must be DT_STRTAB's, or the new string would be
+    // outside the table they read (found by the readelf check over the fuzz
+    // corpus: a section table whose addresses disagree with the segments).
+    let strsec = match dynsec.map(|i| elf.shdrs[i].link as usize) {
+        Some(k) => match elf.shdrs.get(k) {
+            Some(s) if s.addr == strtab.addr => Some(k),
+            _ => {
+                return Err(ElfError::Unsupported(format!(
+                    "the section .dynamic links to ({k}) is not the DT_STRTAB table at {:#x}",
+                    strtab.addr
+                )))
+            }
+        },
+        None => elf
+            .shdrs
+            .iter()
+            .position(|s| s.sh_type == SHT_STRTAB && s.addr == strtab.addr && s.addr != 0),
+    };
     // The copy holds DT_STRSZ bytes; a section header claiming more would
     // lose the rest (symbol names read through `.dynsym`'s link) once it
     // points at the copy (found by fuzzing: a mutated DT_STRSZ).
+    // Likewise its bytes must be the ones DT_STRTAB maps to: a section
+    // header at another file offset (the segment mapping disagreeing with
+    // the section table) would be pointed at a copy of other bytes (found by
+    // fuzzing: a mutated PT_LOAD offset).
     if let Some(k) = strsec {
         let size = elf.shdrs[k].size;
         if size != old_strsz {
             return Err(ElfError::Unsupported(format!(
                 "the .dynstr section ({size} bytes) and DT_STRSZ ({old_strsz}) disagree"
+            )));
+        }
+        let at = elf.shdrs[k].offset;
+        if at != strtab.offset {
+            return Err(ElfError::Unsupported(format!(
+                "the .dynstr section (file offset {at:#x}) and DT_STRTAB (file offset {:#x}) disagree",
+                strtab.offset
             )));
         }
     }
@@ -567,6 +610,11 @@ const POINTER_TAGS: &[i64] = &[
     0x6fff_fffe, // DT_VERNEED
 ];
 
+/// The largest block of sections the grow strategy copies to make room for
+/// one more program header; a larger one (never seen: real blocks are notes,
+/// hash tables and `.dynsym`, kilobytes to a few MiB) moves the table instead.
+pub const MAX_GROW_BLOCK: u64 = 16 << 20;
+
 /// Section flag: occupies memory at run time.
 const SHF_ALLOC: u64 = 2;
 
@@ -629,9 +677,14 @@ fn grow_plan(elf: &Elf<'_>) -> Option<Grow> {
             break;
         }
         (b0, b1) = (n0, n1);
-        if b0 < tab_end || b1 - b0 > (16 << 20) {
+        if b0 < tab_end || b1 - b0 > MAX_GROW_BLOCK {
             return None;
         }
+    }
+    // Checked again here: a block that never grew (the first sections in
+    // the way straddle nothing) was not checked in the loop.
+    if b1 - b0 > MAX_GROW_BLOCK {
+        return None;
     }
     if !first.covers_offset(b0, b1 - b0) {
         return None;
@@ -1026,6 +1079,41 @@ mod tests {
         let parsed = Elf::parse(&new).unwrap();
         let nd = parsed.dynamic().unwrap().unwrap();
         assert_eq!(current_path(&parsed, &nd).unwrap(), Some((&b"/old/path"[..], Tag::Rpath)));
+    }
+
+    #[test]
+    fn a_second_search_path_entry_is_refused() {
+        // Found by fuzzing: a second DT_RPATH (a mutated tag) was left in
+        // place while the first was rewritten; glibc reads the last one.
+        for (tag, name) in [(DT_RUNPATH, "DT_RUNPATH"), (DT_RPATH, "DT_RPATH")] {
+            let l = Layout { is64: true, little: true };
+            let mut data = synthetic(l, 62, false);
+            let elf = Elf::parse(&data).unwrap();
+            let dyn_off = elf.dynamic().unwrap().unwrap().offset as usize;
+            // Entry 0 is DT_NEEDED (string 1), entry 3 DT_RUNPATH (string 11).
+            data[dyn_off..dyn_off + 8].copy_from_slice(&(tag as u64).to_le_bytes());
+            data[dyn_off + 3 * 16..dyn_off + 3 * 16 + 8]
+                .copy_from_slice(&(tag as u64).to_le_bytes());
+            let elf = Elf::parse(&data).unwrap();
+            let dynamic = elf.dynamic().unwrap().unwrap();
+            match current_path(&elf, &dynamic) {
+                Err(ElfError::Unsupported(m)) => {
+                    assert!(m.contains(&format!("2 {name} entries")), "{m}")
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+            // One of each is the normal case (DT_RUNPATH wins).
+            data[dyn_off..dyn_off + 8].copy_from_slice(
+                &(if tag == DT_RUNPATH { DT_RPATH } else { DT_RUNPATH } as u64).to_le_bytes(),
+            );
+            let elf = Elf::parse(&data).unwrap();
+            let dynamic = elf.dynamic().unwrap().unwrap();
+            assert_eq!(
+                current_path(&elf, &dynamic).unwrap().map(|(_, t)| t),
+                Some(Tag::Runpath),
+                "{name}"
+            );
+        }
     }
 
     #[test]
