@@ -36,3 +36,4 @@ test: tools static lint fuzz-build
 .PHONY: fuzz-build
 fuzz-build:
 	cd fuzz && CARGO_TARGET_DIR=../target/fuzz cargo build --locked --release --bins
+	cd fuzz && CARGO_TARGET_DIR=../target/fuzz cargo clippy --locked --release --bins -- -D warnings

@@ -7,14 +7,12 @@ use nix_cuda_hooks::elf::{classify, Elf};
 use nix_cuda_hooks::hostelf::{self, Object};
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(object) = hostelf::parse(data) {
-        if let Object::Archive(members) = &object {
-            for m in members {
-                if let Ok(o) = &m.object {
-                    let _ = o.format();
-                }
-                let _ = hostelf::thin_member_path(std::path::Path::new("/a/lib.a"), m.name);
+    if let Ok(Object::Archive(members)) = hostelf::parse(data) {
+        for m in &members {
+            if let Ok(o) = &m.object {
+                let _ = o.format();
             }
+            let _ = hostelf::thin_member_path(std::path::Path::new("/a/lib.a"), m.name);
         }
     }
     let _ = hostelf::parse_member(data);
