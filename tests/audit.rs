@@ -471,6 +471,23 @@ fn corrupt_and_unreadable_files_are_named_and_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("failed: {}: ", bad.display())), "{text}");
+    // Reached through a `result`-style link, as a folder or as a file, it is
+    // named as given, not by the real path it was read under.
+    let real = t.path().join("store-out");
+    std::fs::create_dir(&real).unwrap();
+    std::fs::write(real.join("libbad.so"), &bytes).unwrap();
+    symlink(&real, t.path().join("result")).unwrap();
+    let out = Command::new(BIN)
+        .current_dir(t.path())
+        .env_remove("NIX_LOG_FD")
+        .args(["--color", "never", "result", "result/libbad.so"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let failed: Vec<&str> = text.lines().filter(|l| l.starts_with("failed: ")).collect();
+    assert_eq!(failed.len(), 2, "{text}");
+    assert!(failed.iter().all(|l| l.starts_with("failed: result/libbad.so: ")), "{text}");
     // Unreadable (as nobody; root reads everything).
     let secret = t.path().join("secret.so");
     std::fs::copy("/bin/sh", &secret).unwrap();

@@ -165,6 +165,18 @@ pub struct Audit {
     pub failures: Vec<String>,
 }
 
+/// A failure names the file as the user gave or sees it (`result/lib/x.so`),
+/// not by the real path it was read under.
+fn name_as_given(outcome: FileOutcome, real: &Path, shown: &Path) -> FileOutcome {
+    if real == shown {
+        return outcome;
+    }
+    outcome.map_err(|e| match e.strip_prefix(&*real.to_string_lossy()) {
+        Some(rest) => format!("{}{rest}", shown.display()),
+        None => e,
+    })
+}
+
 /// Audits files and folders (folders walked in parallel, links inside them
 /// not followed; a path given directly that is a link is followed, as
 /// `result` links are meant to be).
@@ -206,7 +218,8 @@ pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
             for (p, outcome) in walked.items {
                 let rel = p.strip_prefix(&root).map(Path::to_path_buf).unwrap_or_default();
                 let location = Path::new(&base).join(&rel).to_string_lossy().into_owned();
-                let shown = if root != *path { path.join(&rel) } else { p };
+                let shown = if root != *path { path.join(&rel) } else { p.clone() };
+                let outcome = name_as_given(outcome, &p, &shown);
                 outcomes.push((shown, location, outcome));
             }
         } else {
@@ -214,7 +227,8 @@ pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
             // the store or not), and files found by the walk below a real
             // root are real already (links inside folders are not followed).
             let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-            outcomes.push((path.clone(), root_name(&real), audit_file(&real, policy)));
+            let outcome = name_as_given(audit_file(&real, policy), &real, path);
+            outcomes.push((path.clone(), root_name(&real), outcome));
         }
     }
     let mut cudart = Vec::new();
