@@ -100,8 +100,9 @@ pub fn expand_origin(entry: &str, origin: &Path) -> PathBuf {
 /// Resolves NEEDED names for the files of one run. A tree's files share
 /// most of their search folders and names (libgcc_s, libstdc++, the
 /// package's own libraries), so what each candidate path turned out to be is
-/// remembered, and `/etc/ld.so.conf` is read once: per-file probing was most
-/// of the audit's time on a folder of small libraries.
+/// remembered, and `/etc/ld.so.conf` is read once: per-file probing was a
+/// large share of the audit's system calls on a folder of small libraries
+/// (1,364 of about 5,000 for 68 files).
 #[derive(Debug, Default)]
 pub struct Resolver {
     system_dirs: OnceLock<Vec<PathBuf>>,
