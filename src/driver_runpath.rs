@@ -48,6 +48,21 @@ pub struct Config {
     pub machine: Machine,
 }
 
+impl Config {
+    /// Upstream's behaviour for `driver_entry`: add it as DT_RUNPATH, keep
+    /// stubs entries, replace files (no fsync), errors are errors.
+    pub fn new(driver_entry: Vec<u8>) -> Self {
+        Config {
+            plan: runpath::Options { driver_entry, replace_stubs: false, force_rpath: false },
+            check: false,
+            skip_unsupported: false,
+            sync: false,
+            in_place: false,
+            machine: Machine::default(),
+        }
+    }
+}
+
 /// The driver entry for a driver link folder: `<link>/lib`.
 pub fn driver_entry(link: &Path) -> Vec<u8> {
     use std::os::unix::ffi::OsStrExt;

@@ -147,19 +147,26 @@ pub struct FileReport {
     pub errors: Vec<String>,
 }
 
+impl FileReport {
+    /// An empty report for `path`, format `error` until the file is read.
+    pub fn new(path: String) -> Self {
+        FileReport {
+            path,
+            format: "error",
+            size: 0,
+            device_code: false,
+            sections: Vec::new(),
+            entries: Vec::new(),
+            scanned: None,
+            summary: Summary::default(),
+            errors: Vec::new(),
+        }
+    }
+}
+
 /// Reads and reports one file.
 pub fn inspect_path(path: &Path, options: Options) -> FileReport {
-    let mut report = FileReport {
-        path: path.to_string_lossy().into_owned(),
-        format: "error",
-        size: 0,
-        device_code: false,
-        sections: Vec::new(),
-        entries: Vec::new(),
-        scanned: None,
-        summary: Summary::default(),
-        errors: Vec::new(),
-    };
+    let mut report = FileReport::new(path.to_string_lossy().into_owned());
     let data = match hostelf::map(path) {
         Ok(d) => d,
         Err(e) => {

@@ -462,18 +462,7 @@ fn a_file_truncated_or_replaced_between_scan_and_patch() {
     use nix_cuda_hooks::driver_runpath::{process_file, Action, Config, ErrorKind};
     let tmp = tempfile::tempdir().unwrap();
     let (lib, prog) = build(tmp.path());
-    let cfg = Config {
-        plan: nix_cuda_hooks::elf::runpath::Options {
-            driver_entry: b"/run/opengl-driver/lib".to_vec(),
-            replace_stubs: false,
-            force_rpath: false,
-        },
-        check: false,
-        skip_unsupported: false,
-        sync: false,
-        in_place: false,
-        machine: Default::default(),
-    };
+    let cfg = Config::new(b"/run/opengl-driver/lib".to_vec());
     let whole = std::fs::read(&lib).unwrap();
     for in_place in [false, true] {
         let cfg = Config { in_place, ..cfg.clone() };

@@ -331,17 +331,7 @@ fn mutated_inputs_never_panic() {
 }
 
 fn blank_report() -> inspect::FileReport {
-    inspect::FileReport {
-        path: "x".into(),
-        format: "error",
-        size: 0,
-        device_code: false,
-        sections: Vec::new(),
-        entries: Vec::new(),
-        scanned: None,
-        summary: Default::default(),
-        errors: Vec::new(),
-    }
+    inspect::FileReport::new("x".into())
 }
 
 #[test]

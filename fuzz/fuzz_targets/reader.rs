@@ -23,16 +23,7 @@ fuzz_target!(|data: &[u8]| {
         let options = listing::ListOptions { elf: true, ptx: true, all: true };
         let _ = listing::Lister::new(&mut out, options, b"fuzz").object(&object, b"/fuzz");
     }
-    let mut report = inspect::FileReport {
-        path: String::new(),
-        format: "error",
-        size: data.len() as u64,
-        device_code: false,
-        sections: Vec::new(),
-        entries: Vec::new(),
-        scanned: None,
-        summary: Default::default(),
-        errors: Vec::new(),
-    };
+    let mut report = inspect::FileReport::new(String::new());
+    report.size = data.len() as u64;
     inspect::inspect_bytes(data, inspect::Options { deep: true, scan: true }, &mut report);
 });

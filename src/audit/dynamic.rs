@@ -78,6 +78,7 @@ pub fn facts(data: &[u8], release: &(dyn Fn(&[u8]) + Sync)) -> Result<DynamicFac
                     || n == crate::hostelf::NV_RELFATBIN.as_bytes()
             })
     });
+    let mut pie_flag = false;
     let mut f = DynamicFacts {
         kind: match elf.e_type {
             ET_EXEC => "executable",
@@ -106,26 +107,19 @@ pub fn facts(data: &[u8], release: &(dyn Fn(&[u8]) + Sync)) -> Result<DynamicFac
                     DT_RUNPATH => f.runpath = Some(text(d.val)?),
                     DT_RPATH => f.rpath = Some(text(d.val)?),
                     DT_SONAME => f.soname = Some(text(d.val)?),
+                    DT_FLAGS_1 => pie_flag = d.val & DF_1_PIE != 0,
                     _ => {}
                 }
             }
         }
     }
-    if f.kind == "shared-object" {
-        let pie_flag = dynamic_flags_1(&elf)?.is_some_and(|v| v & DF_1_PIE != 0);
-        if pie_flag || (f.interpreter.is_some() && f.soname.is_none()) {
-            f.kind = "pie-executable";
-        }
+    if f.kind == "shared-object" && (pie_flag || (f.interpreter.is_some() && f.soname.is_none())) {
+        f.kind = "pie-executable";
     }
     if device_code && !f.needed.iter().any(|n| n.starts_with("libcudart.so")) {
         f.static_cudart = mentions_libcuda(&elf, release);
     }
     Ok(f)
-}
-
-/// DT_FLAGS_1, when present.
-fn dynamic_flags_1(elf: &Elf<'_>) -> Result<Option<u64>, ElfError> {
-    Ok(elf.dynamic()?.and_then(|d| d.entries.iter().find(|e| e.tag == DT_FLAGS_1).map(|e| e.val)))
 }
 
 /// Whether a read-only data section holds the `libcuda.so.1` string the

@@ -87,14 +87,16 @@ fn sniff(path: &Path) -> std::io::Result<bool> {
     Ok(interesting(&head[..n]))
 }
 
-/// Examines one file, given by its real path (links resolved: `$ORIGIN` and
-/// the store test depend on it). `Ok(None)`: not an object file.
+/// Examines one file, read under its real path (links resolved: `$ORIGIN`
+/// and the store test depend on it) and named in failures as the user gave
+/// or sees it (`shown`, e.g. `result/lib/x.so`). `Ok(None)`: not an object file.
 pub fn audit_file(
     path: &Path,
+    shown: &Path,
     policy: &Policy,
 ) -> Result<Option<(FileFacts, Vec<Finding>)>, String> {
     let describe =
-        |e: std::io::Error| format!("{}: {}", path.display(), crate::error::describe_io(&e));
+        |e: std::io::Error| format!("{}: {}", shown.display(), crate::error::describe_io(&e));
     if !sniff(path).map_err(describe)? {
         return Ok(None);
     }
@@ -117,7 +119,7 @@ pub fn audit_file(
     let (parsed, dynamic) = rayon::join(
         || {
             let object = hostelf::parse_with(&data, &mut |p| data.release(p))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|e| format!("{}: {e}", shown.display()))?;
             let dev = device::facts(&object, &release);
             let damage: Vec<String> = match &object {
                 Object::Elf(elf) => elf.errors.iter().map(|e| e.to_string()).collect(),
@@ -137,7 +139,7 @@ pub fn audit_file(
                 d.static_cudart &= has_device;
                 facts.dynamic = Some(d);
             }
-            Some(Err(e)) => return Err(format!("{}: {e}", path.display())),
+            Some(Err(e)) => return Err(format!("{}: {e}", shown.display())),
             None => {}
         }
     }
@@ -163,18 +165,6 @@ pub struct Audit {
     pub findings: Vec<Finding>,
     /// Files and folders that could not be examined (`path: reason`).
     pub failures: Vec<String>,
-}
-
-/// A failure names the file as the user gave or sees it (`result/lib/x.so`),
-/// not by the real path it was read under.
-fn name_as_given(outcome: FileOutcome, real: &Path, shown: &Path) -> FileOutcome {
-    if real == shown {
-        return outcome;
-    }
-    outcome.map_err(|e| match e.strip_prefix(&*real.to_string_lossy()) {
-        Some(rest) => format!("{}{rest}", shown.display()),
-        None => e,
-    })
 }
 
 /// Audits files and folders (folders walked in parallel, links inside them
@@ -210,24 +200,23 @@ pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
         if meta.is_dir() {
             // Enter a `result` link's target: walk the resolved folder, name files under the given path.
             let root = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            let rel = |p: &Path| p.strip_prefix(&root).map(Path::to_path_buf).unwrap_or_default();
+            let shown = |p: &Path| if root != *path { path.join(rel(p)) } else { p.to_path_buf() };
             let walked = walk::walk(&root, &walk::Options::default(), |p, kind| {
-                kind.file_type.is_file().then(|| audit_file(p, policy))
+                kind.file_type.is_file().then(|| audit_file(p, &shown(p), policy))
             });
             audit.failures.extend(walked.errors.iter().map(|e| e.to_string()));
             let base = root_name(&root);
             for (p, outcome) in walked.items {
-                let rel = p.strip_prefix(&root).map(Path::to_path_buf).unwrap_or_default();
-                let location = Path::new(&base).join(&rel).to_string_lossy().into_owned();
-                let shown = if root != *path { path.join(&rel) } else { p.clone() };
-                let outcome = name_as_given(outcome, &p, &shown);
-                outcomes.push((shown, location, outcome));
+                let location = Path::new(&base).join(rel(&p)).to_string_lossy().into_owned();
+                outcomes.push((shown(&p), location, outcome));
             }
         } else {
             // Resolved once here: the checks need the real path ($ORIGIN, in
             // the store or not), and files found by the walk below a real
             // root are real already (links inside folders are not followed).
             let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-            let outcome = name_as_given(audit_file(&real, policy), &real, path);
+            let outcome = audit_file(&real, path, policy);
             outcomes.push((path.clone(), root_name(&real), outcome));
         }
     }
