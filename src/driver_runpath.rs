@@ -21,7 +21,8 @@ use serde::Serialize;
 
 use crate::atomic::{self, Journal, Replacement, SideFile};
 use crate::buildenv::Output;
-use crate::elf::classify::{self, Machine, Skip};
+use crate::elf::classify::{self, Skip};
+use crate::elf::machine::Target;
 use crate::elf::patch::{self, Piece, Strategy};
 use crate::elf::runpath::{self, Plan, Tag};
 use crate::elf::{Elf, ElfError, MAGIC};
@@ -32,8 +33,14 @@ use crate::walk;
 /// What the run should do.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Planner options (driver entry, stubs, force-rpath).
-    pub plan: runpath::Options,
+    /// Which driver entry each file gets.
+    pub driver: Driver,
+    /// `--cuda-compat DIR`: this folder first, the driver entry second.
+    pub compat_entry: Option<Vec<u8>>,
+    /// Replace `*-cuda*/lib/stubs` entries (removeStubsFromRunpath).
+    pub replace_stubs: bool,
+    /// Write DT_RPATH instead of DT_RUNPATH.
+    pub force_rpath: bool,
     /// Report only, write nothing.
     pub check: bool,
     /// ELF files we cannot patch safely are warnings, not errors.
@@ -44,21 +51,86 @@ pub struct Config {
     /// Patch writable files in place (append, verify, then one header
     /// write) instead of writing a temporary copy and renaming it.
     pub in_place: bool,
-    /// Which machine counts as the host's.
-    pub machine: Machine,
 }
 
 impl Config {
-    /// Upstream's behaviour for `driver_entry`: add it as DT_RUNPATH, keep
-    /// stubs entries, replace files (no fsync), errors are errors.
-    pub fn new(driver_entry: Vec<u8>) -> Self {
+    /// Upstream's behaviour for `driver`: add it as DT_RUNPATH, keep stubs
+    /// entries, replace files (no fsync), errors are errors.
+    pub fn new(driver: Driver) -> Self {
         Config {
-            plan: runpath::Options { driver_entry, replace_stubs: false, force_rpath: false },
+            driver,
+            compat_entry: None,
+            replace_stubs: false,
+            force_rpath: false,
             check: false,
             skip_unsupported: false,
             sync: false,
             in_place: false,
-            machine: Machine::default(),
+        }
+    }
+
+    /// The planner's options for a file of this class.
+    pub fn plan_options(&self, is64: bool) -> (runpath::Options, DriverRule) {
+        let (entry, rule) = self.driver.entry_for(is64);
+        let opts = runpath::Options {
+            driver_entry: entry,
+            compat_entry: self.compat_entry.clone(),
+            replace_stubs: self.replace_stubs,
+            force_rpath: self.force_rpath,
+        };
+        (opts, rule)
+    }
+}
+
+/// Where the driver entry comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Driver {
+    /// NixOS's convention (`hardware.graphics`): the driver's 64-bit
+    /// libraries are linked at `/run/opengl-driver`, its 32-bit ones at
+    /// `/run/opengl-driver-32`; each file gets the one of its ELF class,
+    /// whatever the machine this program runs on (a cross build's outputs
+    /// are for another machine).
+    Nixos,
+    /// `--driver-link DIR`: `DIR/lib` for every file.
+    Entry(Vec<u8>),
+}
+
+/// Which rule gave a file its driver entry (`driver_rule` in JSON).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum DriverRule {
+    /// A 64-bit file: `/run/opengl-driver/lib`.
+    #[serde(rename = "nixos-64-bit")]
+    Nixos64,
+    /// A 32-bit file (i686, armv7l): `/run/opengl-driver-32/lib`.
+    #[serde(rename = "nixos-32-bit")]
+    Nixos32,
+    /// `--driver-link`.
+    #[serde(rename = "driver-link")]
+    DriverLink,
+}
+
+/// NixOS's driver link for 64-bit files.
+pub const NIXOS_DRIVER_LINK: &str = "/run/opengl-driver";
+/// NixOS's driver link for 32-bit files.
+pub const NIXOS_DRIVER_LINK_32: &str = "/run/opengl-driver-32";
+
+impl Driver {
+    /// `--driver-link DIR` when given, else NixOS's convention.
+    pub fn from_link(link: Option<&Path>) -> Driver {
+        match link {
+            Some(l) => Driver::Entry(driver_entry(l)),
+            None => Driver::Nixos,
+        }
+    }
+
+    /// The entry for a file of this class, and the rule that gave it.
+    pub fn entry_for(&self, is64: bool) -> (Vec<u8>, DriverRule) {
+        match self {
+            Driver::Entry(e) => (e.clone(), DriverRule::DriverLink),
+            Driver::Nixos if is64 => {
+                (driver_entry(Path::new(NIXOS_DRIVER_LINK)), DriverRule::Nixos64)
+            }
+            Driver::Nixos => (driver_entry(Path::new(NIXOS_DRIVER_LINK_32)), DriverRule::Nixos32),
         }
     }
 }
@@ -74,13 +146,15 @@ pub fn driver_entry(link: &Path) -> Vec<u8> {
     v
 }
 
-/// The default driver link: `/run/opengl-driver`, `-32` on i686 hosts.
-pub fn default_driver_link() -> &'static str {
-    if cfg!(target_arch = "x86") {
-        "/run/opengl-driver-32"
-    } else {
-        "/run/opengl-driver"
+/// A folder given on the command line as a search-path entry (`--cuda-compat`):
+/// as given, without trailing slashes.
+pub fn folder_entry(dir: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut v = dir.as_os_str().as_bytes().to_vec();
+    while v.len() > 1 && v.last() == Some(&b'/') {
+        v.pop();
     }
+    v
 }
 
 /// What happened to one file.
@@ -123,6 +197,16 @@ pub struct FileReport {
     /// Why it was skipped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skip: Option<Skip>,
+    /// The machine the file is for (`x86_64`, `aarch64`, `ppc64le`, ...,
+    /// `e_machine N` for one this project does not name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    /// Which rule chose the driver entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_rule: Option<DriverRule>,
+    /// The driver entry this file gets (or has).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_entry: Option<String>,
     /// The search path before.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub old: Option<String>,
@@ -163,6 +247,9 @@ impl FileReport {
             links: links.to_vec(),
             action,
             skip: None,
+            machine: None,
+            driver_rule: None,
+            driver_entry: None,
             old: None,
             old_tag: None,
             new: None,
@@ -234,19 +321,35 @@ fn process_inner(
     let mut replacement = None;
     let mut in_place = None;
     {
-        let elf = Elf::parse(&map)?;
-        if let Some(skip) = classify::classify(&elf, cfg.machine)? {
+        let target = Target::peek(&map);
+        report.machine = target.map(Target::short);
+        // A file for another machine than this one is named so in errors; one
+        // for a machine we cannot name is patched like any other, and its
+        // errors give the number.
+        let foreign = |e: ElfError| -> FileError {
+            match target {
+                Some(t) if !t.is_build_machine() => {
+                    ElfError::ForMachine { source: Box::new(e), target: t.describe() }.into()
+                }
+                _ => e.into(),
+            }
+        };
+        let elf = Elf::parse(&map).map_err(foreign)?;
+        if let Some(skip) = classify::classify(&elf).map_err(foreign)? {
             report.skip = Some(skip);
             return Ok(());
         }
-        let Some(dynamic) = elf.dynamic()? else {
+        let Some(dynamic) = elf.dynamic().map_err(foreign)? else {
             report.skip = Some(Skip::Static);
             return Ok(());
         };
-        let current = patch::current_path(&elf, &dynamic)?;
+        let current = patch::current_path(&elf, &dynamic).map_err(foreign)?;
         report.old = current.map(|(v, _)| lossy(v));
         report.old_tag = current.map(|(_, t)| t);
-        plan = runpath::plan(current, &cfg.plan);
+        let (opts, rule) = cfg.plan_options(elf.layout.is64);
+        report.driver_rule = Some(rule);
+        report.driver_entry = Some(lossy(&opts.driver_entry));
+        plan = runpath::plan(current, &opts);
         let (value, tag) = match &plan {
             Plan::Unchanged => {
                 report.action = Action::Unchanged;
@@ -263,7 +366,7 @@ fn process_inner(
         };
         report.new = Some(lossy(value));
         report.tag = Some(tag);
-        let rw = patch::rewrite(&elf, &dynamic, value, tag)?;
+        let rw = patch::rewrite(&elf, &dynamic, value, tag).map_err(foreign)?;
         report.strategy = Some(rw.strategy);
         if cfg.check {
             report.action = Action::WouldPatch;
@@ -625,8 +728,12 @@ pub fn run(
                     &Msg::new("")
                         .p(&f.path)
                         .s(" already has ")
-                        .b(&cfg.plan.driver_entry)
-                        .s(" in its search path; left untouched"),
+                        .s(f.driver_entry.as_deref().unwrap_or("the driver entry"))
+                        .s(if cfg.compat_entry.is_some() {
+                            " after the compat folder at the front of its search path; left untouched"
+                        } else {
+                            " in its search path; left untouched"
+                        }),
                 );
                 report.summary.unchanged += 1;
             }

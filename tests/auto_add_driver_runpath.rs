@@ -426,8 +426,8 @@ fn read_only_folder_is_an_error_and_read_only_file_is_patched() {
 
 #[test]
 fn a_vanished_file_is_an_io_error_naming_it() {
-    use nix_cuda_hooks::driver_runpath::{process_file, Action, Config, ErrorKind};
-    let cfg = Config::new(DRIVER.into());
+    use nix_cuda_hooks::driver_runpath::{process_file, Action, Config, Driver, ErrorKind};
+    let cfg = Config::new(Driver::Entry(DRIVER.into()));
     let r = process_file(Path::new("/nonexistent/libgone.so"), &[], &cfg);
     assert_eq!(r.action, Action::Error);
     assert_eq!(r.error_kind, Some(ErrorKind::Io));
@@ -757,13 +757,13 @@ fn executables_with_a_large_bss_still_run() {
 
 #[test]
 fn corrupted_headers_never_panic_and_never_leave_a_half_written_file() {
-    use nix_cuda_hooks::driver_runpath::{process_file, Action, Config};
+    use nix_cuda_hooks::driver_runpath::{process_file, Action, Config, Driver};
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
     std::fs::write(dir.join("main.c"), MAIN_C).unwrap();
     std::fs::write(dir.join("lib.c"), LIB_C).unwrap();
     sh(dir, "gcc -o good main.c lib.c -Wl,-rpath,/a:/b && gcc -shared -fPIC -o good.so lib.c");
-    let cfg = |in_place| Config { in_place, ..Config::new(DRIVER.into()) };
+    let cfg = |in_place| Config { in_place, ..Config::new(Driver::Entry(DRIVER.into())) };
     // Deterministic pseudo-random corruption of header bytes (ELF header,
     // program headers, the first pages: .dynamic, .dynstr, .dynsym live there
     // in a small program), each mutant patched in both modes.

@@ -459,10 +459,10 @@ fn permission_denied_subtree_is_an_error_naming_it_and_the_rest_is_done() {
 
 #[test]
 fn a_file_truncated_or_replaced_between_scan_and_patch() {
-    use nix_cuda_hooks::driver_runpath::{process_file, Action, Config, ErrorKind};
+    use nix_cuda_hooks::driver_runpath::{process_file, Action, Config, Driver, ErrorKind};
     let tmp = tempfile::tempdir().unwrap();
     let (lib, prog) = build(tmp.path());
-    let cfg = Config::new(b"/run/opengl-driver/lib".to_vec());
+    let cfg = Config::new(Driver::Entry(b"/run/opengl-driver/lib".to_vec()));
     let whole = std::fs::read(&lib).unwrap();
     for in_place in [false, true] {
         let cfg = Config { in_place, ..cfg.clone() };

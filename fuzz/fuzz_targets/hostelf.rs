@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = hostelf::parse_member(data);
     if let Ok(elf) = Elf::parse(data) {
-        let _ = classify::classify(&elf, classify::Machine::default());
+        let _ = classify::classify(&elf);
         if let Ok(Some(d)) = elf.dynamic() {
             let _ = elf.dynstr(&d);
             let _ = nix_cuda_hooks::elf::patch::current_path(&elf, &d);

@@ -11,8 +11,6 @@ use clap::Parser;
 use nix_cuda_hooks::buildenv::BuildEnv;
 use nix_cuda_hooks::cli::{self, CommonArgs, Format};
 use nix_cuda_hooks::driver_runpath::{self, Config};
-use nix_cuda_hooks::elf::classify::Machine;
-use nix_cuda_hooks::elf::runpath;
 use nix_cuda_hooks::log::Logger;
 
 /// Add the driver library folder to the RUNPATH of every dynamic ELF file
@@ -20,8 +18,8 @@ use nix_cuda_hooks::log::Logger;
 ///
 /// Idempotent (a file whose search path already holds the driver entry is
 /// left byte-identical), never writes empty entries, skips static and
-/// static-pie executables, the dynamic loader, objects, cubins, foreign
-/// machines and debug files. Environment: `outputs` and each output's
+/// static-pie executables, the dynamic loader, objects, cubins and debug
+/// files; patches files of every machine (cross builds). Environment: `outputs` and each output's
 /// variable, or structured attributes (`NIX_ATTRS_JSON_FILE`); `NIX_LOG_FD`,
 /// `NIX_DEBUG`.
 #[derive(Parser, Debug)]
@@ -29,10 +27,15 @@ use nix_cuda_hooks::log::Logger;
 struct Args {
     /// Files or folders to patch instead of the build's outputs.
     paths: Vec<PathBuf>,
-    /// The driver link folder; its `lib` subfolder is added
-    /// [default: /run/opengl-driver, /run/opengl-driver-32 on i686].
+    /// The driver link folder; its `lib` subfolder is added to every file
+    /// [default: NixOS's, by the file's class: /run/opengl-driver for 64-bit
+    /// files, /run/opengl-driver-32 for 32-bit ones].
     #[arg(long, value_name = "DIR")]
     driver_link: Option<PathBuf>,
+    /// Put DIR (cuda_compat's `compat` folder) first and the driver entry
+    /// second, in one rewrite (autoAddCudaCompatRunpath).
+    #[arg(long, value_name = "DIR")]
+    cuda_compat: Option<PathBuf>,
     /// Also replace the first `*-cuda*/lib/stubs` entry by the driver entry and
     /// drop later ones (removeStubsFromRunpathHook).
     #[arg(long)]
@@ -75,18 +78,15 @@ fn run(args: Args) -> anyhow::Result<u8> {
             std::fs::symlink_metadata(&t.path).with_context(|| format!("{}", t.path.display()))?;
         }
     }
-    let link = args.driver_link.unwrap_or_else(|| driver_runpath::default_driver_link().into());
     let cfg = Config {
-        plan: runpath::Options {
-            driver_entry: driver_runpath::driver_entry(&link),
-            replace_stubs: args.replace_stubs,
-            force_rpath: args.force_rpath,
-        },
+        driver: driver_runpath::Driver::from_link(args.driver_link.as_deref()),
+        compat_entry: args.cuda_compat.as_deref().map(driver_runpath::folder_entry),
+        replace_stubs: args.replace_stubs,
+        force_rpath: args.force_rpath,
         check: args.check,
         skip_unsupported: args.skip_unsupported,
         sync: args.fsync,
         in_place: args.in_place,
-        machine: Machine::default(),
     };
     let text = args.common.format == Format::Text;
     let mut stdout = std::io::stdout().lock();

@@ -7,8 +7,10 @@
 //!
 //! - **static executable**: no PT_DYNAMIC, or an empty one (upstream skips too);
 //! - **relocatable object** (`.o`, ET_REL) and other non-executable types;
-//! - **cubin / foreign machine**: `e_machine` is not the host's (a cubin is
-//!   EM_CUDA); the driver directory is the host's, so it means nothing there;
+//! - **cubin**: `e_machine` EM_CUDA: device code, not loaded by a host's
+//!   dynamic loader. Every host machine is patched, whatever the machine this
+//!   program runs on: a cross build's outputs are for another machine, and
+//!   autoFixElfFiles checks no architecture either ([`super::machine`]);
 //! - **debug-only file**: separate debug info (`objcopy --only-keep-debug`) keeps
 //!   the program headers but its `.dynamic` is SHT_NOBITS, and files under a
 //!   `.build-id` folder or named `*.debug` are such files;
@@ -44,8 +46,6 @@ pub enum Skip {
     Relocatable,
     /// A cubin (EM_CUDA).
     Cubin,
-    /// An ELF file for another machine or class than the host's.
-    ForeignMachine,
     /// Separate debug information.
     DebugInfo,
 }
@@ -60,7 +60,6 @@ impl Skip {
             Skip::DynamicLoader => "the dynamic loader",
             Skip::Relocatable => "relocatable object",
             Skip::Cubin => "CUDA device code (cubin)",
-            Skip::ForeignMachine => "ELF file for another machine",
             Skip::DebugInfo => "separate debug information",
         }
     }
@@ -72,47 +71,6 @@ impl Skip {
     }
 }
 
-/// The machine this program runs on, as the ELF header spells it:
-/// `(e_machine, is64, little-endian)`.
-pub fn host_machine() -> (u16, bool, bool) {
-    let little = cfg!(target_endian = "little");
-    let is64 = cfg!(target_pointer_width = "64");
-    let machine = if cfg!(target_arch = "x86_64") {
-        62
-    } else if cfg!(target_arch = "x86") {
-        3
-    } else if cfg!(target_arch = "aarch64") {
-        183
-    } else if cfg!(target_arch = "arm") {
-        40
-    } else if cfg!(target_arch = "powerpc64") {
-        21
-    } else if cfg!(target_arch = "riscv64") {
-        243
-    } else {
-        0
-    };
-    (machine, is64, little)
-}
-
-/// A machine filter: which ELF files count as "the host's".
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Machine {
-    /// `e_machine`.
-    pub machine: u16,
-    /// ELFCLASS64.
-    pub is64: bool,
-    /// Little endian.
-    pub little: bool,
-}
-
-impl Default for Machine {
-    fn default() -> Self {
-        let (machine, is64, little) = host_machine();
-        Machine { machine, is64, little }
-    }
-}
-
 /// Whether a path names a debug-info file by convention.
 pub fn is_debug_path(path: &Path) -> bool {
     path.components().any(|c| c.as_os_str() == ".build-id")
@@ -121,18 +79,12 @@ pub fn is_debug_path(path: &Path) -> bool {
 
 /// Decides whether a parsed ELF file is patched, and if not, why.
 /// `Ok(None)` means: patch it.
-pub fn classify(elf: &Elf<'_>, machine: Machine) -> Result<Option<Skip>, ElfError> {
+pub fn classify(elf: &Elf<'_>) -> Result<Option<Skip>, ElfError> {
     if elf.machine == EM_CUDA {
         return Ok(Some(Skip::Cubin));
     }
     if elf.e_type != ET_EXEC && elf.e_type != ET_DYN {
         return Ok(Some(Skip::Relocatable));
-    }
-    if elf.machine != machine.machine
-        || elf.layout.is64 != machine.is64
-        || elf.layout.little != machine.little
-    {
-        return Ok(Some(Skip::ForeignMachine));
     }
     let Some(dynph) = elf.phdr(PT_DYNAMIC) else { return Ok(Some(Skip::Static)) };
     if elf.shdrs.iter().any(|s| s.sh_type == SHT_NOBITS && is_dynamic_section(elf, s)) {

@@ -11,6 +11,7 @@
 //! malformed file is an [`ElfError`], never a panic.
 
 pub mod classify;
+pub mod machine;
 pub mod patch;
 pub mod runpath;
 
@@ -109,6 +110,15 @@ pub enum ElfError {
     /// The result failed the re-parse check; the original is left alone.
     #[error("verification of the patched file failed: {0}")]
     Verify(String),
+    /// Any of the above, in a file for another machine than this program's:
+    /// the message names the machine (an unknown one by its number).
+    #[error("{source} (an ELF file for {target})")]
+    ForMachine {
+        /// The error.
+        source: Box<ElfError>,
+        /// [`machine::Target::describe`].
+        target: String,
+    },
 }
 
 /// Class and byte order: how to decode and encode fields.

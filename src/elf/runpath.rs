@@ -17,7 +17,13 @@
 //!   the glob `*-cuda*/lib/stubs` becomes the driver entry, later matches are
 //!   dropped, and so is the stub entry when the driver entry came earlier;
 //! - the result is written as DT_RUNPATH (an existing DT_RPATH converted),
-//!   or as DT_RPATH with `--force-rpath`.
+//!   or as DT_RPATH with `--force-rpath`;
+//! - `--cuda-compat DIR` (autoAddCudaCompatRunpath, which upstream runs as a
+//!   second patchelf pass after addDriverRunpath): DIR first, the driver entry
+//!   second, then the old entries without those two, in one rewrite. The file
+//!   is left alone when it already reads exactly so (a second run changes
+//!   nothing); "present anywhere" is not enough here, because the compat
+//!   folder only works in front of the driver's `libcuda.so`.
 
 /// Which dynamic tag holds the search path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -49,6 +55,8 @@ pub const MAX_RUNPATH: usize = 64 * 1024;
 pub struct Options {
     /// The driver entry, e.g. `/run/opengl-driver/lib`.
     pub driver_entry: Vec<u8>,
+    /// The `cuda_compat` folder to put before the driver entry.
+    pub compat_entry: Option<Vec<u8>>,
     /// Replace `*-cuda*/lib/stubs` entries (removeStubsFromRunpath).
     pub replace_stubs: bool,
     /// Write DT_RPATH instead of DT_RUNPATH.
@@ -84,11 +92,16 @@ pub fn plan(current: Option<(&[u8], Tag)>, opts: &Options) -> Plan {
         None => Vec::new(),
     };
     let has_stub = opts.replace_stubs && old.iter().any(|e| is_stub_entry(e));
-    if !has_stub && old.contains(&driver) {
+    if !has_stub && opts.compat_entry.is_none() && old.contains(&driver) {
         return Plan::Unchanged;
     }
-    let mut wanted: Vec<&[u8]> = Vec::with_capacity(old.len() + 1);
-    if has_stub {
+    let mut wanted: Vec<&[u8]> = Vec::with_capacity(old.len() + 2);
+    if let Some(compat) = &opts.compat_entry {
+        // The stub entries go: the driver entry is already in front of them.
+        wanted.push(compat);
+        wanted.push(driver);
+        wanted.extend(old.iter().copied().filter(|e| !(has_stub && is_stub_entry(e))));
+    } else if has_stub {
         let mut replaced = false;
         for e in &old {
             if is_stub_entry(e) {
@@ -128,6 +141,7 @@ mod tests {
     fn opts() -> Options {
         Options {
             driver_entry: b"/run/opengl-driver/lib".to_vec(),
+            compat_entry: None,
             replace_stubs: false,
             force_rpath: false,
         }
@@ -191,6 +205,36 @@ mod tests {
         // Without the option, stubs stay and the driver is prepended.
         let cur = [&b"/a:"[..], stub].concat();
         assert!(set(plan(Some((&cur, Tag::Runpath)), &opts())).0.ends_with("/lib/stubs"));
+    }
+
+    #[test]
+    fn compat_goes_first_and_driver_second_once() {
+        let c = b"/nix/store/h-cuda_compat/compat".to_vec();
+        let o = Options { compat_entry: Some(c.clone()), ..opts() };
+        let want = "/nix/store/h-cuda_compat/compat:/run/opengl-driver/lib";
+        assert_eq!(set(plan(None, &o)).0, want);
+        // After the plain hook, and in any order: one rewrite puts them right.
+        let (v, _) = set(plan(Some((b"/run/opengl-driver/lib:/a", Tag::Runpath)), &o));
+        assert_eq!(v, format!("{want}:/a"));
+        let (v, _) = set(plan(
+            Some((b"/a:/run/opengl-driver/lib:/nix/store/h-cuda_compat/compat", Tag::Rpath)),
+            &o,
+        ));
+        assert_eq!(v, format!("{want}:/a"));
+        // Idempotent.
+        assert_eq!(
+            plan(Some((format!("{want}:/a").as_bytes(), Tag::Runpath)), &o),
+            Plan::Unchanged
+        );
+        // Stubs go when asked.
+        let so = Options { replace_stubs: true, ..o.clone() };
+        let (v, _) = set(plan(Some((b"/a:/nix/store/h-cuda_cudart/lib/stubs", Tag::Runpath)), &so));
+        assert_eq!(v, format!("{want}:/a"));
+        // The plain hook after it leaves the file alone.
+        assert_eq!(
+            plan(Some((format!("{want}:/a").as_bytes(), Tag::Runpath)), &opts()),
+            Plan::Unchanged
+        );
     }
 
     #[test]
