@@ -128,9 +128,11 @@ impl Target {
     /// A short name for reports: the machine's name (`ppc64le` for a
     /// little-endian ppc64), or `e_machine N`.
     pub fn short(self) -> String {
-        match (self.machine, self.little) {
-            (21, true) => "ppc64le".into(),
-            (m, _) => match name(m) {
+        match (self.machine, self.little, self.is64) {
+            (21, true, _) => "ppc64le".into(),
+            (243, _, true) => "riscv64".into(),
+            (243, _, false) => "riscv32".into(),
+            (m, _, _) => match name(m) {
                 Some(n) => n.into(),
                 None => format!("e_machine {m}"),
             },

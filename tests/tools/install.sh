@@ -11,6 +11,11 @@
 #   jsonschema + SARIF schema   validate our SARIF output against the official 2.1.0 schema
 #                               (the schema ships in Microsoft's @microsoft/jest-sarif npm package)
 #   util-linux (setpriv)        run as an unprivileged user in permission tests
+#   gcc-<triple> + libc6-dev-<arch>-cross, qemu-user
+#                               cross-built programs and libraries for aarch64, armv7l,
+#                               ppc64le, ppc64 (big-endian), riscv64, s390x and i686,
+#                               patched and then run under qemu with the cross sysroot
+#                               (tests/cross.rs); binutils-<triple> is each machine's readelf
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -26,11 +31,27 @@ command -v npm >/dev/null || need_apt+=(npm)
 [ -x /usr/bin/time ] || need_apt+=(time)
 command -v file >/dev/null || need_apt+=(file)
 { command -v setpriv && command -v flock; } >/dev/null || need_apt+=(util-linux)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "install.sh: apt-get install ${need_apt[*]}"
+apt_install() { # [apt-get install options...] packages...
+  echo "install.sh: apt-get install $*"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # Other jobs on the machine may run apt too: wait for them, do not fail.
+  # apt's sandbox user cannot use a /tmp that is not world-writable.
+  flock /var/lock/nch-apt.lock apt-get -o APT::Sandbox::User=root update -qq
+  flock /var/lock/nch-apt.lock apt-get install -y -qq "$@" >/dev/null
+}
+if [ ${#need_apt[@]} -gt 0 ]; then
+  apt_install "${need_apt[@]}"
+fi
+# triple:Debian architecture of its cross libc. ~290 MB of downloads in all.
+need_cross=()
+for cross in aarch64-linux-gnu:arm64 arm-linux-gnueabihf:armhf powerpc64le-linux-gnu:ppc64el \
+  powerpc64-linux-gnu:ppc64 riscv64-linux-gnu:riscv64 s390x-linux-gnu:s390x i686-linux-gnu:i386; do
+  command -v "${cross%%:*}-gcc" >/dev/null || need_cross+=("gcc-${cross%%:*}")
+  [ -e "/usr/${cross%%:*}/lib/crt1.o" ] || need_cross+=("libc6-dev-${cross#*:}-cross")
+done
+command -v qemu-aarch64 >/dev/null || need_cross+=(qemu-user)
+if [ ${#need_cross[@]} -gt 0 ]; then
+  apt_install --no-install-recommends "${need_cross[@]}"
 fi
 
 venv=$tools/venv

@@ -1,0 +1,259 @@
+//! Cross builds: programs and libraries built here by Debian's cross
+//! compilers for seven machines (both classes, both byte orders), patched by
+//! `auto-add-driver-runpath` on this x86_64 machine, then checked by that
+//! machine's own readelf (binutils-<triple>) and run under qemu-user with the
+//! cross toolchain's sysroot as `QEMU_LD_PREFIX`, so that the machine's own
+//! dynamic loader (glibc's, from the sysroot) reads the RUNPATH we wrote.
+//!
+//! The loader proof: `needs-driver` needs `libdrv.so`, which lives only in
+//! the driver folder; it fails to start before the patch and runs after it.
+//! Tools come from tests/tools/install.sh (`make tools`); a missing one fails.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const LIB_C: &str = r#"
+int answer(void) { return 42; }
+const char *greeting(void) { return "hello from lib"; }
+"#;
+
+const DEP_C: &str = r#"
+int answer(void);
+int dep_answer(void) { return answer(); }
+"#;
+
+const MAIN_C: &str = r#"
+#include <stdio.h>
+int answer(void);
+const char *greeting(void);
+int main(void) { printf("%s %d\n", greeting(), answer()); return 0; }
+"#;
+
+const DEPMAIN_C: &str = r#"
+#include <stdio.h>
+int dep_answer(void);
+int main(void) { printf("dep %d\n", dep_answer()); return 0; }
+"#;
+
+const PLAIN_C: &str = r#"
+#include <stdio.h>
+int main(void) { puts("plain"); return 0; }
+"#;
+
+/// One target machine.
+struct Machine {
+    /// GNU triple: `<triple>-gcc`, `<triple>-readelf`, `/usr/<triple>`.
+    triple: &'static str,
+    /// `qemu-<name>`.
+    qemu: &'static str,
+    /// How our report names the machine.
+    name: &'static str,
+    /// ELFCLASS64.
+    is64: bool,
+}
+
+/// What each file's search path is before patching (`None`: none), by the
+/// build commands below, and which tag it has.
+const OLD: &[(&str, Option<(&str, &str)>)] = &[
+    ("lib/libans.so", None),
+    ("lib/libdep.so", Some(("RUNPATH", "$ORIGIN"))),
+    ("bin/pie", Some(("RUNPATH", "$ORIGIN/../lib"))),
+    ("bin/rpath", Some(("RPATH", "$ORIGIN/../lib"))),
+    ("bin/needs-driver", None),
+    ("bin/plain", None),
+];
+
+fn build(m: &Machine, dir: &Path) -> bool {
+    let gcc = tool(&format!("{}-gcc", m.triple));
+    for (name, src) in
+        [("lib.c", LIB_C), ("dep.c", DEP_C), ("main.c", MAIN_C), ("depmain.c", DEPMAIN_C)]
+    {
+        std::fs::write(dir.join(name), src).unwrap();
+    }
+    std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
+    let gcc = gcc.display();
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p out/lib out/bin drv/lib
+             {gcc} -shared -fPIC -o drv/lib/libdrv.so -Wl,-soname,libdrv.so lib.c
+             {gcc} -shared -fPIC -o out/lib/libans.so lib.c
+             {gcc} -shared -fPIC -o out/lib/libdep.so dep.c -Lout/lib -lans \
+                 -Wl,--enable-new-dtags,-rpath,'$ORIGIN'
+             {gcc} -o out/bin/pie main.c -Lout/lib -lans \
+                 -Wl,--enable-new-dtags,-rpath,'$ORIGIN/../lib'
+             {gcc} -o out/bin/rpath depmain.c -Lout/lib -ldep -Wl,-rpath-link,out/lib \
+                 -Wl,--disable-new-dtags,-rpath,'$ORIGIN/../lib'
+             {gcc} -o out/bin/needs-driver main.c -Ldrv/lib -ldrv
+             {gcc} -o out/bin/plain plain.c
+             {gcc} -static -o out/bin/static plain.c"
+        ),
+    );
+    // Debian's cross libcs ship rcrt1.o (static-pie) for some machines only.
+    let static_pie = Path::new(&format!("/usr/{}/lib/rcrt1.o", m.triple)).exists();
+    if static_pie {
+        sh(dir, &format!("{gcc} -static-pie -o out/bin/static-pie plain.c"));
+    }
+    static_pie
+}
+
+/// Runs `prog` under qemu for the machine with its sysroot.
+fn qemu(m: &Machine, dir: &Path, prog: &str) -> std::process::Output {
+    Command::new(tool(&format!("qemu-{}", m.qemu)))
+        .arg(prog)
+        .current_dir(dir)
+        .env("QEMU_LD_PREFIX", format!("/usr/{}", m.triple))
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap()
+}
+
+fn runs(m: &Machine, dir: &Path, prog: &str, want: &str) {
+    let out = qemu(m, dir, prog);
+    assert!(out.status.success(), "{}: {prog} under qemu: {}", m.name, text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{}: {prog}", m.name);
+}
+
+/// `(tag, value)` of the search path as the machine's own readelf shows it;
+/// readelf must not warn.
+fn machine_search_path(m: &Machine, file: &Path) -> Option<(String, String)> {
+    let out =
+        Command::new(tool(&format!("{}-readelf", m.triple))).arg("-dW").arg(file).output().unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "{}: {}", file.display(), text(&out));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    stdout.lines().find_map(|line| {
+        ["RUNPATH", "RPATH"].iter().find(|t| line.contains(&format!("({t})"))).map(|t| {
+            let v = line.split_once('[').unwrap().1.trim_end().trim_end_matches(']');
+            (t.to_string(), v.to_string())
+        })
+    })
+}
+
+/// The search path we expect after adding `entry` to a file whose old one
+/// is `old` (from [`OLD`], i.e. from how it was built).
+fn expected(entry: &str, old: Option<(&str, &str)>) -> (String, String) {
+    match old {
+        Some((_, v)) => ("RUNPATH".into(), format!("{entry}:{v}")),
+        None => ("RUNPATH".into(), entry.into()),
+    }
+}
+
+fn cross(m: &Machine) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let static_pie = build(m, dir);
+    for (file, old) in OLD {
+        assert_eq!(
+            machine_search_path(m, &dir.join("out").join(file)),
+            old.map(|(t, v)| (t.to_string(), v.to_string())),
+            "{}: {file} as built",
+            m.name
+        );
+    }
+    // The loader proof's baseline: without the driver entry it cannot start.
+    let before = qemu(m, dir, "out/bin/needs-driver");
+    assert!(!before.status.success(), "{}: needs-driver ran unpatched", m.name);
+    runs(m, dir, "out/bin/pie", "hello from lib 42\n");
+    let static_bytes = std::fs::read(dir.join("out/bin/static")).unwrap();
+
+    // --check in JSON: every file named with its machine and driver rule.
+    let r = bin(dir, &["--check", "--format", "json", "out"]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let files = v["report"]["files"].as_array().unwrap();
+    let (rule, default_entry) = if m.is64 {
+        ("nixos-64-bit", "/run/opengl-driver/lib")
+    } else {
+        ("nixos-32-bit", "/run/opengl-driver-32/lib")
+    };
+    let mut seen = Vec::new();
+    for f in files {
+        let path = f["path"].as_str().unwrap().trim_start_matches("out/").to_string();
+        assert_eq!(f["machine"], m.name, "{}: {path}: {f}", m.name);
+        match path.as_str() {
+            "bin/static" => assert_eq!(f["skip"], "static", "{f}"),
+            "bin/static-pie" => assert_eq!(f["skip"], "static-pie", "{f}"),
+            _ => {
+                assert_eq!(f["action"], "would-patch", "{}: {f}", m.name);
+                assert_eq!(f["driver_rule"], rule, "{f}");
+                assert_eq!(f["driver_entry"], default_entry, "{f}");
+            }
+        }
+        seen.push(path);
+    }
+    let mut want: Vec<String> = OLD.iter().map(|(f, _)| f.to_string()).collect();
+    want.push("bin/static".into());
+    if static_pie {
+        want.push("bin/static-pie".into());
+    }
+    want.sort();
+    seen.sort();
+    assert_eq!(seen, want, "{}", m.name);
+
+    // The NixOS default, in place, on a copy.
+    sh(dir, "cp -a out out-default");
+    let r = bin(dir, &["--in-place", "out-default"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    for (file, old) in OLD {
+        assert_eq!(
+            machine_search_path(m, &dir.join("out-default").join(file)),
+            Some(expected(default_entry, *old)),
+            "{}: {file}",
+            m.name
+        );
+    }
+    runs(m, dir, "out-default/bin/pie", "hello from lib 42\n");
+    runs(m, dir, "out-default/bin/rpath", "dep 42\n");
+
+    // A driver folder that exists: the loader must find libdrv.so there.
+    let drv = dir.join("drv");
+    let drv_entry = format!("{}/lib", drv.display());
+    let r = bin(dir, &["--driver-link", drv.to_str().unwrap(), "out"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    for (file, old) in OLD {
+        assert_eq!(
+            machine_search_path(m, &dir.join("out").join(file)),
+            Some(expected(&drv_entry, *old)),
+            "{}: {file}",
+            m.name
+        );
+    }
+    runs(m, dir, "out/bin/needs-driver", "hello from lib 42\n");
+    runs(m, dir, "out/bin/pie", "hello from lib 42\n");
+    runs(m, dir, "out/bin/rpath", "dep 42\n");
+    runs(m, dir, "out/bin/plain", "plain\n");
+    assert_eq!(std::fs::read(dir.join("out/bin/static")).unwrap(), static_bytes);
+    runs(m, dir, "out/bin/static", "plain\n");
+    if static_pie {
+        runs(m, dir, "out/bin/static-pie", "plain\n");
+    }
+
+    // Idempotent: a second run changes no byte.
+    let snap = snapshot(&dir.join("out"));
+    let r = bin(dir, &["--driver-link", drv.to_str().unwrap(), "out"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert!(snap == snapshot(&dir.join("out")), "{}: a second run changed files", m.name);
+}
+
+macro_rules! machines {
+    ($($test:ident: $triple:literal, $qemu:literal, $name:literal, $is64:literal;)*) => {$(
+        #[test]
+        fn $test() {
+            cross(&Machine { triple: $triple, qemu: $qemu, name: $name, is64: $is64 });
+        }
+    )*};
+}
+
+machines! {
+    aarch64: "aarch64-linux-gnu", "aarch64", "aarch64", true;
+    armv7l: "arm-linux-gnueabihf", "arm", "armv7l", false;
+    ppc64le: "powerpc64le-linux-gnu", "ppc64le", "ppc64le", true;
+    ppc64_big_endian: "powerpc64-linux-gnu", "ppc64", "ppc64", true;
+    riscv64: "riscv64-linux-gnu", "riscv64", "riscv64", true;
+    s390x: "s390x-linux-gnu", "s390x", "s390x", true;
+    i686: "i686-linux-gnu", "i386", "i686", false;
+}
