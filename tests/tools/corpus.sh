@@ -19,13 +19,25 @@ cache=$PWD/.cache/corpus
 pip=${PIP:-.tools/venv/bin/pip}
 mkdir -p "$cache/wheels" "$cache/lib"
 
-# set | wheel spec | members to unpack (globs inside the wheel)
+# set | wheel spec | members to unpack (globs inside the wheel) [| pip platform]
+# A set with a platform is for another machine (cross builds: aarch64 SBSA and
+# Jetson wheels); without one, for this machine.
+# A spec `deb:ARCH` is a Debian package set instead: the members are package
+# names, fetched with `apt-get download` for that architecture (multiarch,
+# `dpkg --add-architecture`) from this machine's Debian release; their shared
+# libraries are unpacked.
 sets=(
   "curand12|nvidia-curand-cu12==10.3.10.19|*/libcurand.so.10"
   "curand13|nvidia-curand==10.4.5.25|*/libcurand.so.10"
   "cupy|cupy-cuda12x==14.2.0|*.so"
   "cufft|nvidia-cufft-cu12==11.4.1.4|*/libcufft.so.11"
   "cublaslt|nvidia-cublas-cu12==12.9.3.13|*/libcublasLt.so.12"
+  "curand12-aarch64|nvidia-curand-cu12==10.3.10.19|*/libcurand.so.10|manylinux_2_27_aarch64"
+  "cupti12-aarch64|nvidia-cuda-cupti-cu12==12.8.90|*.so*|manylinux2014_aarch64"
+  "deb-arm64|deb:arm64|zlib1g libzstd1 libffi8 libgomp1 libssl3 libstdc++6"
+  "deb-armhf|deb:armhf|zlib1g libzstd1 libffi8 libgomp1 libssl3 libstdc++6"
+  "deb-ppc64el|deb:ppc64el|zlib1g libzstd1 libffi8 libgomp1 libssl3 libstdc++6"
+  "deb-s390x|deb:s390x|zlib1g libzstd1 libffi8 libgomp1 libssl3 libstdc++6"
 )
 wanted=("$@")
 ((${#wanted[@]})) || wanted=(curand12 curand13 cupy cufft)
@@ -33,12 +45,19 @@ wanted=("$@")
 exec 9>"$cache/.lock"
 flock 9
 
-# wheel_for SPEC: path of a verified wheel for SPEC, downloaded if needed.
+# wheel_for SPEC [PLATFORM]: path of a verified wheel for SPEC, downloaded if needed.
 wheel_for() {
-  local spec=$1 name version pattern wheel tmp
+  local spec=$1 platform=${2:-} name version pattern wheel tmp
+  local -a where=()
   name=${spec%%==*}
   version=${spec#*==}
-  pattern="$cache/wheels/$(echo "$name" | tr - _)-$version-*.whl"
+  # The machine is the last part of a wheel's platform tag.
+  if [[ -n $platform ]]; then
+    where=(--platform "$platform")
+    pattern="$cache/wheels/$(echo "$name" | tr - _)-$version-*_${platform##*_}.whl"
+  else
+    pattern="$cache/wheels/$(echo "$name" | tr - _)-$version-*_$(uname -m).whl"
+  fi
   for wheel in $pattern; do
     [[ -f $wheel ]] || continue
     if unzip -tqq "$wheel" >/dev/null 2>&1; then
@@ -52,7 +71,7 @@ wheel_for() {
   tmp=$(mktemp -d "$cache/wheels/.download.XXXXXX")
   # For this machine's platform and Python (the venv's), as CI has.
   if ! "$pip" download -q --disable-pip-version-check --no-deps --only-binary :all: \
-    -d "$tmp" "$spec" >&2; then
+    ${where[@]+"${where[@]}"} -d "$tmp" "$spec" >&2; then
     rm -rf "$tmp"
     echo "corpus.sh: pip could not download $spec (needs PyPI and \`make tools\`)" >&2
     return 1
@@ -69,6 +88,36 @@ wheel_for() {
   rm -rf "$tmp"
 }
 
+# debs_for ARCH DEST PACKAGE...: the packages' shared libraries unpacked
+# into DEST (as DEST/<package>/...). Adds the architecture and refreshes the
+# package lists when this machine does not know it yet (as root, under the
+# apt lock the test tools share).
+debs_for() {
+  local arch=$1 dest=$2 tmp pkg
+  shift 2
+  if ! dpkg --print-foreign-architectures | grep -qx "$arch" ||
+    ! apt-cache show "zlib1g:$arch" >/dev/null 2>&1; then
+    echo "corpus.sh: adding the $arch architecture to apt" >&2
+    flock /var/lock/nch-apt.lock dpkg --add-architecture "$arch"
+    flock /var/lock/nch-apt.lock apt-get -o APT::Sandbox::User=root update -qq >&2
+  fi
+  tmp=$(mktemp -d "$cache/.deb.XXXXXX")
+  for pkg in "$@"; do
+    if ! (cd "$tmp" && apt-get -o APT::Sandbox::User=root download -qq "$pkg:$arch" >&2); then
+      rm -rf "$tmp"
+      echo "corpus.sh: apt-get download $pkg:$arch failed" >&2
+      return 1
+    fi
+  done
+  for deb in "$tmp"/*.deb; do
+    pkg=${deb##*/}
+    dpkg-deb -x "$deb" "$dest/${pkg%%_*}"
+  done
+  rm -rf "$tmp"
+  # Only the shared libraries matter; documentation and the rest go.
+  find "$dest" -type f \( ! -name '*.so*' -o -name '*.py' \) -delete
+}
+
 dests=()
 for want in "${wanted[@]}"; do
   item=
@@ -76,17 +125,23 @@ for want in "${wanted[@]}"; do
     [[ ${s%%|*} == "$want" ]] && item=$s
   done
   [[ -n $item ]] || { echo "corpus.sh: unknown set '$want'" >&2; exit 2; }
-  rest=${item#*|}
-  spec=${rest%%|*}
-  members=${rest#*|}
-  dest=$cache/lib/${spec%%==*}-${spec#*==}
+  IFS='|' read -r _ spec members platform <<<"$item"
+  if [[ $spec == deb:* ]]; then
+    dest=$cache/lib/$want
+  else
+    dest=$cache/lib/${spec%%==*}-${spec#*==}${platform:+-${platform##*_}}
+  fi
   dests+=("$dest")
   [[ -e $dest/.done ]] && continue
-  wheel=$(wheel_for "$spec")
   rm -rf "$dest" "$dest.partial"
   mkdir -p "$dest.partial"
-  # shellcheck disable=SC2086  # members are globs for unzip
-  unzip -q -o "$wheel" $members -d "$dest.partial"
+  if [[ $spec == deb:* ]]; then
+    debs_for "${spec#deb:}" "$dest.partial" $members
+  else
+    wheel=$(wheel_for "$spec" "$platform")
+    # shellcheck disable=SC2086  # members are globs for unzip
+    unzip -q -o "$wheel" $members -d "$dest.partial"
+  fi
   n=$(find "$dest.partial" -type f -name '*.so*' | wc -l)
   [[ $n -gt 0 ]] || { echo "corpus.sh: no '$members' in $wheel" >&2; exit 1; }
   touch "$dest.partial/.done"
