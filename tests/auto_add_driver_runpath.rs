@@ -377,6 +377,130 @@ fn disagreeing_tables_found_by_fuzzing_are_refused_untouched() {
     assert!(snap == snapshot(&dir.join("bad")), "bad input was modified");
 }
 
+/// NVIDIA's driver libraries (libnvidia-glcore.so.580.*) have a `.dynstr`
+/// section shorter than DT_STRSZ; the loader reads only DT_STRSZ, and
+/// patchelf patches them. Rebuilt from a gcc-built library whose DT_STRSZ is
+/// raised over the bytes after `.dynstr` (still in the same segment): it is
+/// patched, readelf reads it without a warning, and a program still loads it.
+/// A section *longer* than DT_STRSZ (finding 7) stays refused.
+#[test]
+fn dynstr_section_shorter_than_dt_strsz_is_patched_like_nvidia_drivers() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    build_fixtures(dir);
+    sh(dir, "set -e; mkdir short long; cp out/lib/libans.so short/; cp out/lib/libans.so long/");
+    let strsz_slot = |d: &[u8]| {
+        let elf = nix_cuda_hooks::elf::Elf::parse(d).unwrap();
+        let dynamic = elf.dynamic().unwrap().unwrap();
+        let i = dynamic.entries.iter().position(|e| e.tag == 10).unwrap();
+        (dynamic.offset as usize + i * 16 + 8, dynamic.get(10).unwrap())
+    };
+    let path = dir.join("short/libans.so");
+    let mut d = std::fs::read(&path).unwrap();
+    let (at, strsz) = strsz_slot(&d);
+    d[at..at + 8].copy_from_slice(&(strsz + 64).to_le_bytes());
+    std::fs::write(&path, &d).unwrap();
+    let path = dir.join("long/libans.so");
+    let mut d = std::fs::read(&path).unwrap();
+    let (at, strsz) = strsz_slot(&d);
+    d[at..at + 8].copy_from_slice(&(strsz - 8).to_le_bytes());
+    std::fs::write(&path, &d).unwrap();
+
+    let r = bin(dir, &["short"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert_eq!(search_path(&dir.join("short/libans.so")), Some(("RUNPATH".into(), DRIVER.into())));
+    assert_eq!(run_prog(dir, "./host short/libans.so"), "hello from lib 42\n");
+    let snap = snapshot(&dir.join("long"));
+    let r = bin(dir, &["long"]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("and DT_STRSZ"), "{}", text(&r));
+    assert!(snap == snapshot(&dir.join("long")));
+}
+
+const CUDA_STUB_C: &str = r#"
+const char *cuda_origin(void) { return ORIGIN; }
+"#;
+
+const CUDA_MAIN_C: &str = r#"
+#include <stdio.h>
+const char *cuda_origin(void);
+int main(void) { printf("libcuda from %s\n", cuda_origin()); return 0; }
+"#;
+
+/// `--cuda-compat DIR` against upstream's autoAddCudaCompatRunpath, which
+/// runs `patchelf --set-rpath "<compat>:$old"` after addDriverRunpath's
+/// `patchelf --set-rpath "<driver>:$old"`. A fake `cuda_compat` folder and a
+/// fake driver folder each hold a stub `libcuda.so.1` that says where it is
+/// from; the program must load the compat one. One run of ours gives the
+/// same entries in the same order as upstream's two passes (without the
+/// empty entry upstream leaves for a file that had no RUNPATH); a second run,
+/// and a later plain run, change nothing.
+#[test]
+fn cuda_compat_goes_first_in_one_rewrite_like_upstreams_two_passes() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("stub.c"), CUDA_STUB_C).unwrap();
+    std::fs::write(dir.join("main.c"), CUDA_MAIN_C).unwrap();
+    sh(
+        dir,
+        r#"set -e; mkdir -p compat driver/lib out/bin out/lib
+         gcc -shared -fPIC -DORIGIN='"compat"' -Wl,-soname,libcuda.so.1 -o compat/libcuda.so.1 stub.c
+         gcc -shared -fPIC -DORIGIN='"driver"' -Wl,-soname,libcuda.so.1 -o driver/lib/libcuda.so.1 stub.c
+         gcc -shared -fPIC -DORIGIN='"out"' -Wl,-soname,libcuda.so.1 -o out/lib/libcuda.so.1 stub.c
+         gcc -o out/bin/app main.c -Lout/lib -l:libcuda.so.1 -Wl,-rpath,'$ORIGIN/../lib'
+         gcc -o out/bin/bare main.c -Ldriver/lib -l:libcuda.so.1
+         cp -a out upstream; cp -a out plain-first"#,
+    );
+    let compat = dir.join("compat").display().to_string();
+    let driver = dir.join("driver").display().to_string();
+    let driver_lib = format!("{driver}/lib");
+    // Upstream, by hand: the driver hook's pass, then the compat hook's.
+    let patchelf = tool("patchelf");
+    for f in ["upstream/bin/app", "upstream/bin/bare"] {
+        for front in [&driver_lib, &compat] {
+            let old = sh(dir, &format!("{} --print-rpath {f}", patchelf.display()));
+            sh(dir, &format!("{} --set-rpath '{front}:{}' {f}", patchelf.display(), old.trim()));
+        }
+    }
+    let args = ["--driver-link", &driver, "--cuda-compat", &compat];
+    let r = bin(dir, &[&args[..], &["out"]].concat());
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    for prog in ["app", "bare"] {
+        let (tag, ours) = search_path(&dir.join("out/bin").join(prog)).unwrap();
+        let (_, theirs) = search_path(&dir.join("upstream/bin").join(prog)).unwrap();
+        assert_eq!(tag, "RUNPATH");
+        let theirs: Vec<&str> = theirs.split(':').filter(|e| !e.is_empty()).collect();
+        assert_eq!(ours.split(':').collect::<Vec<_>>(), theirs, "{prog}: as upstream's two passes");
+        assert!(ours.starts_with(&format!("{compat}:{driver_lib}")), "{prog}: {ours}");
+        assert_eq!(run_prog(dir, &format!("out/bin/{prog}")), "libcuda from compat\n", "{prog}");
+        assert_eq!(run_prog(dir, &format!("upstream/bin/{prog}")), "libcuda from compat\n");
+    }
+    assert_eq!(
+        search_path(&dir.join("out/bin/app")).unwrap().1,
+        format!("{compat}:{driver_lib}:$ORIGIN/../lib")
+    );
+    // Idempotent, and the plain hook after it leaves the order alone.
+    let snap = snapshot(&dir.join("out"));
+    let r = bin(dir, &[&args[..], &["out"]].concat());
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let r = bin(dir, &["--driver-link", &driver, "out"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert!(snap == snapshot(&dir.join("out")), "a second run changed files");
+    // The plain hook first, then the compat option: the same result.
+    let r = bin(dir, &["--driver-link", &driver, "plain-first"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert_eq!(run_prog(dir, "plain-first/bin/bare"), "libcuda from driver\n");
+    let r = bin(dir, &[&args[..], &["plain-first"]].concat());
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    for prog in ["app", "bare"] {
+        assert_eq!(
+            search_path(&dir.join("plain-first/bin").join(prog)),
+            search_path(&dir.join("out/bin").join(prog)),
+            "{prog}"
+        );
+    }
+}
+
 #[test]
 fn read_only_folder_is_an_error_and_read_only_file_is_patched() {
     let t = tempfile::tempdir().unwrap();

