@@ -71,9 +71,9 @@ if [[ -x $BIN/patchelf ]]; then
   verdict=$(python3 - "$OUT/patch-driver.json" "$OUT/patchelf-driver.txt" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-ours = {f["path"].rsplit("/", 1)[1]: f for f in d["report"]["files"]}
+ours = {f["path"].rsplit("/", 1)[-1]: f for f in d["report"]["files"]}
 pe = [l.split(" ", 1) for l in open(sys.argv[2]).read().splitlines()]
-ok = [n.rsplit("/", 1)[1] for s, n in pe if s == "ok"]
+ok = [n.rsplit("/", 1)[-1] for s, n in pe if s == "ok"]
 missed = [n for n in ok if ours.get(n, {}).get("action") not in ("patched", "unchanged")]
 glcore = [n for n in ours if n.startswith("libnvidia-glcore.so")]
 print(f"{len(ok)} of {len(pe)} ELF files patched by patchelf; ours: {d['report']['summary']}; "
