@@ -257,3 +257,67 @@ machines! {
     s390x: "s390x-linux-gnu", "s390x", "s390x", true;
     i686: "i686-linux-gnu", "i386", "i686", false;
 }
+
+/// The audit under cross: an aarch64 library's NEEDED `libgcc_s.so.1` is not
+/// found in this machine's folders (which hold an x86_64 one), only in an
+/// explicit `--sysroot`; the message names the machine. A library found
+/// through `$ORIGIN` resolves either way. Oracle for "resolved": the program
+/// runs under qemu with that sysroot.
+#[test]
+fn audit_resolves_a_foreign_file_only_in_its_runpath_and_sysroot() {
+    let m = Machine { triple: "aarch64-linux-gnu", qemu: "aarch64", name: "aarch64", is64: true };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("lib.c"), LIB_C).unwrap();
+    std::fs::write(dir.join("main.c"), MAIN_C).unwrap();
+    let gcc = tool(&format!("{}-gcc", m.triple));
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p out/lib out/bin
+             {0} -shared -fPIC -o out/lib/libans.so lib.c -Wl,--no-as-needed -lgcc_s
+             {0} -o out/bin/app main.c -Lout/lib -lans -Wl,-rpath,'$ORIGIN/../lib'",
+            gcc.display()
+        ),
+    );
+    let native = Path::new("/usr/lib/x86_64-linux-gnu/libgcc_s.so.1");
+    assert!(native.exists(), "the x86_64 libgcc_s the audit must not take");
+    let audit = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cuda-elf-inspect"))
+            .args(["--format", "json"])
+            .args(extra)
+            .arg(dir.join("out"))
+            .env_remove("NIX_LOG_FD")
+            .output()
+            .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+        (out.status.code(), v)
+    };
+    let (code, v) = audit(&[]);
+    assert_eq!(code, Some(1), "{v}");
+    let unresolved: Vec<&serde_json::Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["check"] == "unresolved-needed")
+        .collect();
+    assert_eq!(unresolved.len(), 1, "{v}");
+    let f = unresolved[0];
+    assert!(f["path"].as_str().unwrap().ends_with("out/lib/libans.so"), "{f}");
+    assert_eq!(f["details"]["library"], "libgcc_s.so.1");
+    assert_eq!(f["details"]["machine"], "aarch64");
+    let msg = f["message"].as_str().unwrap();
+    assert!(msg.contains("the file is for aarch64 (64-bit, little-endian)"), "{msg}");
+    assert!(msg.contains("--sysroot"), "{msg}");
+    assert!(!msg.contains("x86_64-linux-gnu"), "{msg}");
+
+    let sysroot = format!("/usr/{}", m.triple);
+    let (code, v) = audit(&["--sysroot", &sysroot]);
+    assert!(
+        !v["findings"].as_array().unwrap().iter().any(|f| f["check"] == "unresolved-needed"),
+        "{v}"
+    );
+    assert_eq!(code, Some(0), "{v}");
+    runs(&m, dir, "out/bin/app", "hello from lib 42\n");
+}

@@ -8,6 +8,7 @@ use super::device::{capability, DeviceFacts};
 use super::dynamic::DynamicFacts;
 use super::Policy;
 use crate::capabilities::{coverage, Capability, CodeKind, Runs, Variant};
+use crate::elf::machine::Target;
 use crate::finding::{ids, Finding};
 use crate::linkage::{Resolution, SearchInput};
 
@@ -115,14 +116,36 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
         return;
     }
     let in_store = path.starts_with(&policy.store_dir);
-    let system: &[PathBuf] =
-        if policy.system_lib_dirs || !in_store { policy.resolver.system_lib_dirs() } else { &[] };
+    // The audit reads little-endian files only (hostelf).
+    let target = Target { machine: d.machine, is64: d.is64, little: true };
+    let foreign = !target.is_build_machine();
+    let sysroot_dirs;
+    let system: &[PathBuf] = if foreign {
+        // Another machine's file: this machine's folders hold this machine's
+        // libraries; only an explicit sysroot stands for that machine's.
+        sysroot_dirs = policy.sysroot.as_deref().map(|r| sysroot_lib_dirs(r, target));
+        sysroot_dirs.as_deref().unwrap_or(&[])
+    } else if policy.system_lib_dirs || !in_store {
+        policy.resolver.system_lib_dirs()
+    } else {
+        &[]
+    };
     let split = |s: &Option<String>| -> Vec<String> {
         s.as_deref().map(|s| s.split(':').map(str::to_string).collect()).unwrap_or_default()
     };
     let rpath = split(&d.rpath);
     let runpath = d.runpath.as_ref().map(|_| split(&d.runpath));
-    let interp = d.interpreter.as_deref().map(Path::new);
+    let interp_in_sysroot;
+    let interp = match d.interpreter.as_deref().map(Path::new) {
+        // Outside the store, a foreign file's interpreter folder is that
+        // machine's `/lib`: in the sysroot, or nowhere here.
+        Some(i) if foreign && !i.starts_with(&policy.store_dir) => {
+            interp_in_sysroot =
+                policy.sysroot.as_deref().map(|r| r.join(i.strip_prefix("/").unwrap_or(i)));
+            interp_in_sysroot.as_deref()
+        }
+        other => other,
+    };
     let input = SearchInput {
         path,
         rpath: &rpath,
@@ -136,14 +159,24 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
             let list: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
             let searched =
                 if list.is_empty() { "nothing to search".to_string() } else { list.join(":") };
-            out.push(
-                Finding::new(
-                    ids::UNRESOLVED_NEEDED,
-                    path,
-                    format!("NEEDED {name} is found nowhere (searched {searched})"),
-                )
-                .with("library", name.as_str()),
-            );
+            let mut message = format!("NEEDED {name} is found nowhere (searched {searched})");
+            if foreign {
+                message.push_str(&format!(
+                    "; the file is for {}, so this machine's library folders do not count{}",
+                    target.describe(),
+                    if policy.sysroot.is_some() {
+                        ""
+                    } else {
+                        " (give that machine's libraries with --sysroot DIR)"
+                    }
+                ));
+            }
+            let mut finding =
+                Finding::new(ids::UNRESOLVED_NEEDED, path, message).with("library", name.as_str());
+            if foreign {
+                finding = finding.with("machine", target.short());
+            }
+            out.push(finding);
         }
     }
 }
@@ -309,4 +342,30 @@ mod tests {
         assert!(is_stubs_folder("/usr/local/cuda/lib64/stubs/"));
         assert!(!is_stubs_folder("/nix/store/x/lib"));
     }
+}
+
+/// The library folders of a sysroot for a machine, in the loader's default
+/// order: Debian's multiarch folders, then `lib64`/`lib` and their `usr`
+/// twins (a cross toolchain's sysroot, e.g. `/usr/aarch64-linux-gnu`, has
+/// `lib` alone).
+pub fn sysroot_lib_dirs(root: &Path, target: Target) -> Vec<PathBuf> {
+    let triple = match (target.machine, target.is64) {
+        (62, true) => Some("x86_64-linux-gnu"),
+        (3, false) => Some("i386-linux-gnu"),
+        (183, true) => Some("aarch64-linux-gnu"),
+        (40, false) => Some("arm-linux-gnueabihf"),
+        (21, true) => Some("powerpc64le-linux-gnu"),
+        (243, true) => Some("riscv64-linux-gnu"),
+        (22, true) => Some("s390x-linux-gnu"),
+        _ => None,
+    };
+    let mut dirs = Vec::new();
+    if let Some(t) = triple {
+        dirs.push(root.join("lib").join(t));
+        dirs.push(root.join("usr/lib").join(t));
+    }
+    for d in ["lib64", "lib", "usr/lib64", "usr/lib"] {
+        dirs.push(root.join(d));
+    }
+    dirs
 }

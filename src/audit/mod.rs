@@ -35,6 +35,11 @@ pub struct Policy {
     pub store_dir: PathBuf,
     /// Search the host's default library folders for store files too.
     pub system_lib_dirs: bool,
+    /// `--sysroot DIR`: where a file for another machine than this one finds
+    /// the libraries its machine provides (`DIR/lib`, `DIR/usr/lib`, ...).
+    /// Without it such a file resolves only through its RUNPATH/RPATH and the
+    /// store: this machine's folders hold this machine's libraries.
+    pub sysroot: Option<PathBuf>,
     /// Library resolution, shared by the files of a run (it remembers what
     /// it has probed).
     pub resolver: std::sync::Arc<crate::linkage::Resolver>,

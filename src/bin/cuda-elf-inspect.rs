@@ -89,6 +89,11 @@ struct Args {
     /// Search the host's default library folders for files in the Nix store too.
     #[arg(long)]
     system_lib_dirs: bool,
+    /// Libraries for files of another machine (a cross build's outputs): its
+    /// root, e.g. /usr/aarch64-linux-gnu. This machine's folders never count
+    /// for them.
+    #[arg(long, value_name = "DIR")]
+    sysroot: Option<PathBuf>,
     /// Report format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -236,6 +241,7 @@ fn policy(args: &Args, env: &BuildEnv) -> anyhow::Result<Policy> {
         build_dirs,
         store_dir: PathBuf::from(env.store_dir()),
         system_lib_dirs: args.system_lib_dirs,
+        sysroot: args.sysroot.clone(),
         resolver: Default::default(),
     })
 }
