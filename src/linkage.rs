@@ -249,6 +249,32 @@ fn read_ld_so_conf(path: &Path, dirs: &mut Vec<PathBuf>, depth: usize) {
     }
 }
 
+/// The library folders of a sysroot for a machine, in the loader's default
+/// order: Debian's multiarch folders, then `lib64`/`lib` and their `usr`
+/// twins (a cross toolchain's sysroot, e.g. `/usr/aarch64-linux-gnu`, has
+/// `lib` alone).
+pub fn sysroot_lib_dirs(root: &Path, target: crate::elf::machine::Target) -> Vec<PathBuf> {
+    let triple = match (target.machine, target.is64) {
+        (62, true) => Some("x86_64-linux-gnu"),
+        (3, false) => Some("i386-linux-gnu"),
+        (183, true) => Some("aarch64-linux-gnu"),
+        (40, false) => Some("arm-linux-gnueabihf"),
+        (21, true) => Some("powerpc64le-linux-gnu"),
+        (243, true) => Some("riscv64-linux-gnu"),
+        (22, true) => Some("s390x-linux-gnu"),
+        _ => None,
+    };
+    let mut dirs = Vec::new();
+    if let Some(t) = triple {
+        dirs.push(root.join("lib").join(t));
+        dirs.push(root.join("usr/lib").join(t));
+    }
+    for d in ["lib64", "lib", "usr/lib64", "usr/lib"] {
+        dirs.push(root.join(d));
+    }
+    dirs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
