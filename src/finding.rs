@@ -88,6 +88,9 @@ checks! {
     RPATH_INSTEAD_OF_RUNPATH = "rpath-instead-of-runpath", Warning,
         "DT_RPATH is searched before LD_LIBRARY_PATH and inherited by dependencies, unlike DT_RUNPATH",
         "link with --enable-new-dtags, or let auto-add-driver-runpath convert it";
+    JETSON_CAPABILITY_MISMATCH = "jetson-capability-mismatch", Error,
+        "Jetson capabilities (7.2, 8.7, 10.1 before CUDA 13, 11.0) exist only on aarch64 Jetson boards, and a Jetson build's device code runs on nothing else: code for one in the other's build is a wrong target",
+        "build Jetson capabilities only for aarch64-linux Jetson builds (cudaCapabilities), and SBSA/desktop ones only elsewhere";
     MIXED_CUDART_VERSIONS = "mixed-cudart-versions", Warning,
         "one tree links two major versions of the CUDA runtime: two runtimes in one process",
         "build every component against the same cudaPackages set";

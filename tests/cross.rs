@@ -321,3 +321,62 @@ fn audit_resolves_a_foreign_file_only_in_its_runpath_and_sysroot() {
     assert_eq!(code, Some(0), "{v}");
     runs(&m, dir, "out/bin/app", "hello from lib 42\n");
 }
+
+const KERNEL_CU: &str = r#"
+__global__ void k(int *x) { x[threadIdx.x] += 1; }
+int main() { return 0; }
+"#;
+
+/// Jetson awareness: nvcc builds x86_64 programs with device code for Orin
+/// (sm_87, a Jetson capability) and for Hopper (sm_90). The first is a
+/// finding on x86_64 (Jetson boards are aarch64); the second is not, until
+/// the requested capabilities make it a Jetson build (8.7 alone).
+#[test]
+fn jetson_capabilities_on_x86_64_and_sbsa_code_in_a_jetson_build_are_findings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("k.cu"), KERNEL_CU).unwrap();
+    let nvcc = tool("nvcc");
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir jet sbsa
+             {0} -gencode arch=compute_87,code=sm_87 -o jet/orin k.cu
+             {0} -gencode arch=compute_90,code=sm_90 -o sbsa/hopper k.cu",
+            nvcc.display()
+        ),
+    );
+    let audit = |extra: &[&str], what: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cuda-elf-inspect"))
+            .args(["--format", "json"])
+            .args(extra)
+            .arg(dir.join(what))
+            .env_remove("NIX_LOG_FD")
+            .env_remove("cudaCapabilities")
+            .output()
+            .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+        let found: Vec<serde_json::Value> = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["check"] == "jetson-capability-mismatch")
+            .cloned()
+            .collect();
+        (out.status.code(), found)
+    };
+    let (code, found) = audit(&[], "jet");
+    assert_eq!(code, Some(1));
+    assert_eq!(found.len(), 1, "{found:?}");
+    let msg = found[0]["message"].as_str().unwrap();
+    assert!(msg.contains("8.7") && msg.contains("x86_64 (64-bit, little-endian)"), "{msg}");
+    assert_eq!(found[0]["details"]["machine"], "x86_64");
+    assert!(audit(&[], "sbsa").1.is_empty());
+    let (code, found) = audit(&["--cuda-capabilities", "8.7"], "sbsa");
+    assert_eq!(code, Some(1));
+    assert_eq!(found.len(), 1, "{found:?}");
+    let msg = found[0]["message"].as_str().unwrap();
+    assert!(msg.contains("a Jetson build (capabilities 8.7)") && msg.contains("9.0"), "{msg}");
+    assert!(audit(&["--cuda-capabilities", "9.0"], "sbsa").1.is_empty());
+}

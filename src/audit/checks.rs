@@ -332,6 +332,79 @@ pub fn mixed_cudart(files: &[(PathBuf, Option<u32>)], out: &mut Vec<Finding>) {
     }
 }
 
+/// Jetson awareness. Jetson capabilities (the table's Jetson rows) run only
+/// on aarch64 Jetson boards: SASS or PTX for one in a host file for another
+/// machine is a wrong target. And a Jetson build (every requested capability
+/// a Jetson one, as Nixpkgs' `isJetsonBuild`) has no use for SASS of SBSA or
+/// desktop capabilities.
+pub fn jetson(
+    path: &Path,
+    dev: &DeviceFacts,
+    d: Option<&DynamicFacts>,
+    policy: &Policy,
+    out: &mut Vec<Finding>,
+) {
+    const EM_AARCH64: u16 = 183;
+    let is_jetson = |c: Capability| {
+        crate::capabilities::info(c)
+            .or_else(|| crate::capabilities::info(c.device()))
+            .map(|i| i.jetson)
+    };
+    let codes = dev.codes();
+    let mut jetson_codes: Vec<String> = codes
+        .iter()
+        .filter(|c| is_jetson(c.target) == Some(true))
+        .map(|c| c.target.to_string())
+        .collect();
+    jetson_codes.sort();
+    jetson_codes.dedup();
+    if let Some(d) = d.filter(|d| d.machine != EM_AARCH64) {
+        if !jetson_codes.is_empty() {
+            let target = Target { machine: d.machine, is64: d.is64, little: true };
+            out.push(
+                Finding::new(
+                    ids::JETSON_CAPABILITY_MISMATCH,
+                    path,
+                    format!(
+                        "device code for Jetson capabilities {} in a file for {}: Jetson boards are aarch64",
+                        jetson_codes.join(", "),
+                        target.describe()
+                    ),
+                )
+                .with("capabilities", jetson_codes.clone())
+                .with("machine", target.short()),
+            );
+        }
+    }
+    let Some(req) = &policy.requested else { return };
+    if req.capabilities.is_empty() || !req.capabilities.iter().all(|c| is_jetson(*c) == Some(true))
+    {
+        return;
+    }
+    let mut other: Vec<String> = codes
+        .iter()
+        .filter(|c| c.kind == CodeKind::Sass && is_jetson(c.target) == Some(false))
+        .map(|c| c.target.to_string())
+        .collect();
+    other.sort();
+    other.dedup();
+    if !other.is_empty() {
+        let wanted: Vec<String> = req.capabilities.iter().map(|c| c.to_string()).collect();
+        out.push(
+            Finding::new(
+                ids::JETSON_CAPABILITY_MISMATCH,
+                path,
+                format!(
+                    "a Jetson build (capabilities {}) with SASS for SBSA/desktop capabilities {}",
+                    wanted.join(", "),
+                    other.join(", ")
+                ),
+            )
+            .with("capabilities", other),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -156,6 +156,7 @@ pub fn audit_file(
     }
     if has_device {
         checks::capabilities(path, &dev, policy, &mut findings);
+        checks::jetson(path, &dev, facts.dynamic.as_ref(), policy, &mut findings);
         facts.device = Some(dev);
     }
     Ok(Some((facts, findings)))
