@@ -6,7 +6,7 @@
 #   benches/compare.sh                 full run (the numbers in BENCHMARKS.md)
 #   benches/compare.sh --quick         small inputs, few rounds: CI's smoke test
 #   benches/compare.sh --only LIST     only these sections (comma-separated):
-#                                      symlinks, runpath, listing, audit, scaling
+#                                      symlinks, runpath, cross, listing, audit, scaling
 #
 # Inputs are generated or downloaded (pinned) into .cache/bench (ignored by
 # git); the test corpus comes from tests/tools/corpus.sh (.cache/corpus). The
@@ -20,12 +20,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 quick=false
-only=symlinks,runpath,listing,audit,scaling
+only=symlinks,runpath,cross,listing,audit,scaling
 while (($#)); do
   case $1 in
     --quick) quick=true ;;
     --only) only=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only symlinks,runpath,listing,audit,scaling]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,scaling]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -264,6 +264,32 @@ if want runpath; then
   else
     if src=$(make_small_elfs 1000); then bench_runpath "$src" "1,000 small ELF files" 5; else note "small ELF files could not be built: their rows are missing"; fi
     need_cublas && bench_runpath "$cublas_dir" "libcublasLt.so.12, $(mb "$cublas_dir")" 3
+  fi
+fi
+
+# ---- autoAddDriverRunpath in a cross build ------------------------------------------
+# A cross build's hook runs on x86_64 over aarch64 outputs: the aarch64 (SBSA)
+# wheels of cuRAND and CUPTI (6 libraries), and cuRAND alone for aarch64 and
+# for x86_64 side by side, so that the ratio of a foreign file can be read
+# against the native one. The anchor is the same patchelf method.
+flat_dir() { # NAME FILES...: a folder of links to FILES (fresh_copies follows them)
+  local dir=$cache/$1 f
+  shift
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  for f in "$@"; do ln -s "$f" "$dir/${f##*/}"; done
+  echo "$dir"
+}
+if want cross && ! $quick; then
+  if aarch64=$(corpus curand12-aarch64 cupti12-aarch64) && native=$(corpus curand12); then
+    src=$(flat_dir cross-aarch64-wheels $aarch64)
+    bench_runpath "$src" "aarch64 wheels: cuRAND + CUPTI, 6 files, $(mb "$src")" 3
+    src=$(flat_dir cross-aarch64-curand $(grep /libcurand <<<"$aarch64"))
+    bench_runpath "$src" "aarch64 libcurand.so.10, $(mb "$src")" 3
+    src=$(flat_dir cross-x86_64-curand $native)
+    bench_runpath "$src" "x86_64 libcurand.so.10, $(mb "$src")" 3
+  else
+    note "aarch64 wheels unavailable (tests/tools/corpus.sh failed): the cross rows are missing"
   fi
 fi
 

@@ -30,7 +30,13 @@ autoAddDriverRunpathFixup() {
     if [[ -n ${dontUseAutoAddDriverRunpath-} || -n ${dontUseAutoAddOpenGLRunpath-} ]]; then
         return 0
     fi
-    "@autoAddDriverRunpath@" --in-place
+    # With autoAddCudaCompatRunpath (ours) in the build too: its folder
+    # first, the driver second, in this one rewrite.
+    local -a compat=()
+    if [[ -n ${autoAddCudaCompatRunpathDir-} && -z ${dontUseAutoAddCudaCompatRunpath-} ]]; then
+        compat=(--cuda-compat "$autoAddCudaCompatRunpathDir")
+    fi
+    "@autoAddDriverRunpath@" --in-place "${compat[@]}"
 }
 
 # Upstream's hook propagates addDriverRunpath, whose shell function some

@@ -80,9 +80,32 @@ let
     substitutions.noBrokenSymlinks = bin "no-broken-symlinks";
     meta = meta "Fails the build when an output holds dangling or reflexive symlinks (fast noBrokenSymlinks)";
   } ../hooks/no-broken-symlinks.sh;
+  mkAutoAddCudaCompatRunpath =
+    { cuda_compat }:
+    makeSetupHook {
+      name = "auto-add-cuda-compat-runpath-hook";
+      substitutions = {
+        autoAddDriverRunpath = bin "auto-add-driver-runpath";
+        libcudaPath = "${cuda_compat}/compat";
+      };
+      meta =
+        let
+          platforms = cuda_compat.meta.platforms or [ ];
+        in
+        meta "Puts cuda_compat's libcuda first and the driver second on the RUNPATH of every dynamic ELF file"
+        // {
+          inherit platforms;
+          badPlatforms = cuda_compat.meta.badPlatforms or platforms;
+        };
+    } ../hooks/auto-add-cuda-compat-runpath.sh;
 in
 {
-  inherit noBrokenSymlinksHook mkCudaElfInspectHook cudaPolicyOf;
+  inherit
+    noBrokenSymlinksHook
+    mkCudaElfInspectHook
+    mkAutoAddCudaCompatRunpath
+    cudaPolicyOf
+    ;
 
   # Drop-in for Nixpkgs' autoAddDriverRunpath (same registration in
   # postFixupHooks, same opt-out dontUseAutoAddDriverRunpath).
@@ -91,6 +114,14 @@ in
     substitutions.autoAddDriverRunpath = bin "auto-add-driver-runpath";
     meta = meta "Adds the driver directory (/run/opengl-driver/lib) to the RUNPATH of every dynamic ELF file in the outputs";
   } ../hooks/auto-add-driver-runpath.sh;
+
+  # The compat hook (mkAutoAddCudaCompatRunpath) for the given CUDA package
+  # set's cuda_compat.
+  autoAddCudaCompatRunpath =
+    if cudaPackages == null || (cudaPackages.cuda_compat or null) == null then
+      throw "nix-cuda-hooks: autoAddCudaCompatRunpath needs a CUDA package set with cuda_compat"
+    else
+      mkAutoAddCudaCompatRunpath { inherit (cudaPackages) cuda_compat; };
 
   # The inspect hook with the given CUDA package set's policy.
   cudaElfInspectHook =

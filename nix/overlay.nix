@@ -5,6 +5,10 @@
 #     nativeBuildInputs; opt out with dontUseAutoAddDriverRunpath). Every CUDA
 #     package in Nixpkgs takes it from the top level, so all of them switch.
 #     This rebuilds the packages that use it (their inputs change).
+#   - every CUDA package set's `autoAddCudaCompatRunpath` (Jetson builds, and
+#     others with enableCudaDriverCompat) becomes ours where the set has a
+#     cuda_compat: cuda_compat's folder first, the driver second, one rewrite
+#     per file together with our autoAddDriverRunpath.
 #   - every CUDA package set (cudaPackages, cudaPackages_12_8, ...) gains
 #     `cudaElfInspectHook`, built with that set's cudaCapabilities,
 #     cudaForwardCompat and CUDA version. Nothing uses it until a package adds
@@ -37,10 +41,21 @@ let
       inherit cudaPackages;
     };
 
-  # Adds cudaElfInspectHook to a CUDA package set.
-  cudaExtension = finalCuda: _prevCuda: {
-    cudaElfInspectHook = (hooksFor finalCuda).cudaElfInspectHook;
-  };
+  # Adds cudaElfInspectHook to a CUDA package set, and replaces its
+  # autoAddCudaCompatRunpath where it has one and a cuda_compat to back it
+  # (the set keeps upstream's, marked unavailable, where cuda_compat is null).
+  cudaExtension =
+    finalCuda: prevCuda:
+    {
+      cudaElfInspectHook = (hooksFor finalCuda).cudaElfInspectHook;
+    }
+    // lib.optionalAttrs (prevCuda ? autoAddCudaCompatRunpath) {
+      autoAddCudaCompatRunpath =
+        if (prevCuda.cuda_compat or null) == null then
+          prevCuda.autoAddCudaCompatRunpath
+        else
+          (hooksFor finalCuda).autoAddCudaCompatRunpath;
+    };
 in
 {
   nix-cuda-hooks = final.pkgsStatic.callPackage ./package.nix { };

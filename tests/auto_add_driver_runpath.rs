@@ -1265,6 +1265,87 @@ fn system_corpus() {
 /// A real `nix-build` (Nix 2.8, store under a temp folder, no sandbox) of a
 /// derivation whose builder compiles a program and a library, sources the
 /// hook and runs the postFixup hooks, with and without structured attributes.
+/// The autoAddCudaCompatRunpath replacement (hooks/auto-add-cuda-compat-runpath.sh)
+/// beside the driver hook, in the order buildRedist lists them: the compat
+/// folder first and the driver second, written in one rewrite (the driver
+/// hook's run does it, the compat hook's run then changes nothing); sourced
+/// from anything but nativeBuildInputs (offsets other than -1/0) it does
+/// nothing, as upstream's; alone it writes the same order; the opt-out.
+#[test]
+fn cuda_compat_hook_registers_like_upstream_and_patches_once() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
+    let exe = env!("CARGO_BIN_EXE_auto-add-driver-runpath");
+    let compat_dir = "/nix/store/00000000000000000000000000000000-cuda_compat/compat";
+    for (name, file) in [
+        ("driver.sh", "auto-add-driver-runpath.sh"),
+        ("compat.sh", "auto-add-cuda-compat-runpath.sh"),
+    ] {
+        let hook = std::fs::read_to_string(root().join("hooks").join(file)).unwrap();
+        let hook = hook.replace("@autoAddDriverRunpath@", exe).replace("@libcudaPath@", compat_dir);
+        assert!(!hook.contains("@autoAddDriverRunpath@") && !hook.contains("@libcudaPath@"));
+        std::fs::write(dir.join(name), hook).unwrap();
+    }
+    let harness = |hooks: &str, offsets: &str, extra: &str| {
+        format!(
+            r#"set -eu -o pipefail
+postFixupHooks=()
+runHook() {{ local h; for h in "${{postFixupHooks[@]}}"; do eval "$h"; done; }}
+export NIX_LOG_FD=2 outputs=out out="$PWD/o"
+{extra}
+rm -rf o; mkdir -p o/bin; gcc -o o/bin/p plain.c -Wl,-rpath,/old/lib
+for h in {hooks}; do {offsets}; source "./$h"; done
+echo "registered: ${{postFixupHooks[*]}}"
+runHook postFixup
+"#
+        )
+    };
+    let run = |script: String| {
+        std::fs::write(dir.join("build.sh"), script).unwrap();
+        let out =
+            std::process::Command::new("bash").arg("build.sh").current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        out
+    };
+    let want = format!("{compat_dir}:{DRIVER}:/old/lib");
+    // Both hooks from nativeBuildInputs, driver first (buildRedist's order).
+    let out = run(harness("driver.sh compat.sh", "hostOffset=-1 targetOffset=0", ""));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("registered: autoAddDriverRunpathFixup autoAddCudaCompatRunpathFixup"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Sourcing auto-add-cuda-compat-runpath-hook"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("using addDriverRunpath to fix").count(), 1, "one rewrite: {stderr}");
+    assert_eq!(search_path(&dir.join("o/bin/p")).unwrap().1, want);
+    // The compat hook alone: the same order.
+    run(harness("compat.sh", "hostOffset=-1 targetOffset=0", ""));
+    assert_eq!(search_path(&dir.join("o/bin/p")).unwrap().1, want);
+    // From buildInputs (0/1) or depsBuildBuild (-1/-1): nothing, as upstream.
+    for offsets in ["hostOffset=0 targetOffset=1", "hostOffset=-1 targetOffset=-1"] {
+        let out = run(harness("driver.sh compat.sh", offsets, ""));
+        assert!(
+            String::from_utf8_lossy(&out.stdout)
+                .contains("registered: autoAddDriverRunpathFixup\n"),
+            "{offsets}: {}",
+            text(&out)
+        );
+        assert_eq!(search_path(&dir.join("o/bin/p")).unwrap().1, format!("{DRIVER}:/old/lib"));
+    }
+    // The opt-out.
+    let out = run(harness(
+        "driver.sh compat.sh",
+        "hostOffset=-1 targetOffset=0",
+        "dontUseAutoAddCudaCompatRunpath=1",
+    ));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("registered: autoAddDriverRunpathFixup\n")
+    );
+    assert_eq!(search_path(&dir.join("o/bin/p")).unwrap().1, format!("{DRIVER}:/old/lib"));
+}
+
 #[test]
 fn hook_in_a_real_nix_build() {
     let nix_build = tool("nix-build");
