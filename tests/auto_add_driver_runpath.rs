@@ -1138,18 +1138,28 @@ fn system_corpus() {
     }
 }
 
-/// A real `nix-build` (Nix 2.8, store under a temp folder, no sandbox) of a
-/// derivation whose builder compiles a program and a library, sources the
-/// hook and runs the postFixup hooks, with and without structured attributes.
+/// A real `nix-build` (Nix >= 2.18 from .tools, store under a temp folder, no
+/// sandbox) of a derivation whose builder compiles a program and a library,
+/// sources Nixpkgs' own addDriverRunpath and autoFixElfFiles hooks (read in
+/// place from the pinned Nixpkgs files), then ours, and runs the postFixup
+/// hooks, with and without structured attributes. The full setup.sh runs in
+/// nix/tests (run.sh); this one checks the binary behind the entry.
 #[test]
 fn hook_in_a_real_nix_build() {
     let nix_build = tool("nix-build");
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
-    let hook = std::fs::read_to_string(root().join("hooks/auto-add-driver-runpath.sh"))
-        .unwrap()
-        .replace("@autoAddDriverRunpath@", env!("CARGO_BIN_EXE_auto-add-driver-runpath"));
-    std::fs::write(dir.join("hook.sh"), hook).unwrap();
+    let upstream = |p: &str| std::fs::read_to_string(Path::new(nixpkgs()).join(p)).unwrap();
+    let hooks = [
+        upstream("pkgs/by-name/ad/addDriverRunpath/setup-hook.sh")
+            .replace("@driverLink@", "/run/opengl-driver"),
+        upstream("pkgs/by-name/au/autoFixElfFiles/auto-fix-elf-files.sh"),
+        std::fs::read_to_string(root().join("hooks/auto-add-driver-runpath.sh")).unwrap(),
+        std::fs::read_to_string(root().join("hooks/auto-fix-elf-files-driver-runpath.sh"))
+            .unwrap()
+            .replace("@autoAddDriverRunpath@", env!("CARGO_BIN_EXE_auto-add-driver-runpath")),
+    ];
+    std::fs::write(dir.join("hook.sh"), hooks.join("\n")).unwrap();
     std::fs::write(
         dir.join("builder.sh"),
         r#"set -euo pipefail
@@ -1164,6 +1174,7 @@ printf '#include <stdio.h>\nint main(void) { puts("built by nix"); return 0; }\n
 gcc -o "$out/bin/p" p.c
 gcc -shared -fPIC -o "$out/lib/libp.so" p.c
 source "$hook"
+[[ ${postFixupHooks[*]} == "autoFixElfFiles addDriverRunpath" ]]
 runHook postFixup
 "#,
     )
@@ -1186,7 +1197,8 @@ derivation ({
         let result = dir.join(format!("result-{structured}"));
         let out = std::process::Command::new(&nix_build)
             .args(["--option", "substituters", "", "--option", "sandbox", "false"])
-            .args(["--option", "build-users-group", "", "--arg", "structured", structured])
+            .args(["--option", "build-users-group", "", "--option", "build-hook", ""])
+            .args(["--arg", "structured", structured])
             .arg("-o")
             .arg(&result)
             .arg(dir.join("default.nix"))
