@@ -258,6 +258,11 @@ test_cuda_elf_inspect() {
   local cei_name='re:cudaElfInspect|cuda-elf-inspect'
   expect cei-unsubstituted 100 "$cei_name" "@cudaElfInspect@"
   expect cei-sa-without-json 100 "$cei_name" "re:attrs[.]json|NIX_ATTRS_JSON_FILE"
+  if expect cei-after-remove-stubs 0 "added removeStubsFromRunpath to postFixupHooks"; then
+    refute cei-after-remove-stubs "runs before"
+    check "cei-after-remove-stubs: the inspect entry moved after Nixpkgs' removeStubsFromRunpath" \
+      test "$(tail -n 2 "$result/registered" | tr '\n' '|')" = "autoFixElfFiles removeStubsFromRunpath|cudaElfInspect|"
+  fi
   if expect cei-sourced-twice 0; then
     check "cei-sourced-twice: registered once" test "$(grep -cx cudaElfInspect "$result/registered")" = 1
   fi

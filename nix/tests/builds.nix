@@ -483,6 +483,17 @@ in
     preFixup = ''rm -f "$NIX_ATTRS_JSON_FILE"'';
   };
 
+  # Listed BEFORE Nixpkgs' removeStubsFromRunpathHook, which registers its
+  # RUNPATH fix in a prePhase: the inspect entry still ends up last.
+  cei-after-remove-stubs = withCuda "cei-after-remove-stubs" [ "8.0" ] {
+    nativeBuildInputs = [
+      hooks.autoAddDriverRunpath
+      (inspectHook [ "8.0" ])
+      removeStubsFromRunpathHook
+    ];
+    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+  };
+
   # ---- nix/audit.nix (built when the cuda-elf-inspect binary exists) ---------
   audit-fixture = t.audit {
     package = withCuda "audit-target" [ "8.0" ] { nativeBuildInputs = [ hooks.autoAddDriverRunpath ]; };

@@ -88,11 +88,39 @@ pass() {
   passed=$((passed + 1))
   echo "ok   $1"
 }
+# selected NAME: false when NIX_TESTS_ONLY leaves NAME out.
+selected() { [[ -z ${NIX_TESTS_ONLY-} || $1 =~ $NIX_TESTS_ONLY ]]; }
 fail() {
   failed=$((failed + 1))
   failures+=("$1")
   echo "FAIL $1${2:+: $2}"
 }
+
+# ---- 0. the pinned Nixpkgs files are checked, not trusted ---------------------------
+# A copy with one byte changed, and one with a file missing: both fail naming the file.
+# (With NIXPKGS=<checkout> the files are the user's, not the pinned ones.)
+if [[ -n ${NIXPKGS-} ]]; then
+  echo "note: NIXPKGS is set: the Nixpkgs files are that checkout's, not checked against the pins"
+elif selected "pins"; then
+  mkdir -p "$work/pins"
+  cp -r "$nixpkgs/pkgs" "$nixpkgs/lib" "$work/pins/"
+  chmod -R u+w "$work/pins"
+  printf ' ' >>"$work/pins/pkgs/stdenv/generic/setup.sh"
+  rm "$work/pins/pkgs/by-name/au/autoFixElfFiles/auto-fix-elf-files.sh"
+  if bash "$root/tests/tools/nixpkgs-upstream.sh" --check "$nixpkgs" >/dev/null 2>&1; then
+    pass "pins: the Nixpkgs files in use match tests/tools/nixpkgs-pins.tsv"
+  else
+    fail "pins: the Nixpkgs files in use match tests/tools/nixpkgs-pins.tsv" \
+      "$(bash "$root/tests/tools/nixpkgs-upstream.sh" --check "$nixpkgs" 2>&1 | head -n 5)"
+  fi
+  got=$(bash "$root/tests/tools/nixpkgs-upstream.sh" --check "$work/pins" 2>&1)
+  if [[ $? != 0 && $got == *"pins/pkgs/stdenv/generic/setup.sh has sha256"* &&
+    $got == *"pins/pkgs/by-name/au/autoFixElfFiles/auto-fix-elf-files.sh is missing"* ]]; then
+    pass "pins: a changed file and a missing file are errors naming them"
+  else
+    fail "pins: a changed file and a missing file are errors naming them" "$got"
+  fi
+fi
 
 # ---- 1. parse ----------------------------------------------------------------
 while IFS= read -r f; do
@@ -112,8 +140,6 @@ done < <(
 ((passed > 0)) || fail "parse" "no .nix file found"
 
 # ---- 2. evaluation -------------------------------------------------------------
-# selected NAME: false when NIX_TESTS_ONLY leaves NAME out.
-selected() { [[ -z ${NIX_TESTS_ONLY-} || $1 =~ $NIX_TESTS_ONLY ]]; }
 # eval NAME EXPR: EXPR (evaluated from the repository root) must be true.
 eval_true() {
   local name=$1 expr=$2 got

@@ -10,7 +10,8 @@
 # against its sha256. A missing file or a mismatch is an error naming the
 # file: there is no fall-back to a stand-in.
 #
-# Usage: tests/tools/nixpkgs-upstream.sh   (prints the folder; exit 1 on error)
+# Usage: tests/tools/nixpkgs-upstream.sh              prints the folder; exit 1 on error
+#        tests/tools/nixpkgs-upstream.sh --check DIR  checks DIR against the pins only
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 pins=$root/tests/tools/nixpkgs-pins.tsv
@@ -33,6 +34,11 @@ check() {
   done <"$pins"
   return "$bad"
 }
+
+if [[ ${1-} == --check ]]; then
+  check "${2:?usage: $0 --check DIR}"
+  exit
+fi
 
 if [[ -n ${NIXPKGS-} ]]; then
   dir=$(cd "$NIXPKGS" 2>/dev/null && pwd) || {
