@@ -69,9 +69,9 @@ impl Config {
         }
     }
 
-    /// The planner's options for a file of this class.
-    pub fn plan_options(&self, is64: bool) -> (runpath::Options, DriverRule) {
-        let (entry, rule) = self.driver.entry_for(is64);
+    /// The planner's options for a file for this machine (`e_machine`).
+    pub fn plan_options(&self, machine: u16) -> (runpath::Options, DriverRule) {
+        let (entry, rule) = self.driver.entry_for(machine);
         let opts = runpath::Options {
             driver_entry: entry,
             compat_entry: self.compat_entry.clone(),
@@ -85,11 +85,14 @@ impl Config {
 /// Where the driver entry comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Driver {
-    /// NixOS's convention (`hardware.graphics`): the driver's 64-bit
-    /// libraries are linked at `/run/opengl-driver`, its 32-bit ones at
-    /// `/run/opengl-driver-32`; each file gets the one of its ELF class,
-    /// whatever the machine this program runs on (a cross build's outputs
-    /// are for another machine).
+    /// Nixpkgs' addDriverRunpath (`driverLink = "/run/opengl-driver" +
+    /// optionalString hostPlatform.isi686 "-32"`) and NixOS's
+    /// `hardware.graphics`, which links a 64-bit system's driver at
+    /// `/run/opengl-driver` and the i686 driver for 32-bit programs
+    /// (`enable32Bit`) at `/run/opengl-driver-32`: each file gets the entry
+    /// of its own machine, whatever machine this program runs on (a cross
+    /// build's outputs are for another one). Other 32-bit machines (armv7l)
+    /// have their own driver at `/run/opengl-driver`.
     Nixos,
     /// `--driver-link DIR`: `DIR/lib` for every file.
     Entry(Vec<u8>),
@@ -98,21 +101,23 @@ pub enum Driver {
 /// Which rule gave a file its driver entry (`driver_rule` in JSON).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum DriverRule {
-    /// A 64-bit file: `/run/opengl-driver/lib`.
-    #[serde(rename = "nixos-64-bit")]
-    Nixos64,
-    /// A 32-bit file (i686, armv7l): `/run/opengl-driver-32/lib`.
-    #[serde(rename = "nixos-32-bit")]
-    Nixos32,
+    /// `/run/opengl-driver/lib`.
+    #[serde(rename = "nixos")]
+    Nixos,
+    /// An i686 file: `/run/opengl-driver-32/lib`.
+    #[serde(rename = "nixos-i686")]
+    NixosI686,
     /// `--driver-link`.
     #[serde(rename = "driver-link")]
     DriverLink,
 }
 
-/// NixOS's driver link for 64-bit files.
+/// NixOS's driver link.
 pub const NIXOS_DRIVER_LINK: &str = "/run/opengl-driver";
-/// NixOS's driver link for 32-bit files.
+/// NixOS's driver link for i686 programs.
 pub const NIXOS_DRIVER_LINK_32: &str = "/run/opengl-driver-32";
+/// `e_machine` of i386/i686.
+const EM_386: u16 = 3;
 
 impl Driver {
     /// `--driver-link DIR` when given, else NixOS's convention.
@@ -123,14 +128,14 @@ impl Driver {
         }
     }
 
-    /// The entry for a file of this class, and the rule that gave it.
-    pub fn entry_for(&self, is64: bool) -> (Vec<u8>, DriverRule) {
+    /// The entry for a file for this machine, and the rule that gave it.
+    pub fn entry_for(&self, machine: u16) -> (Vec<u8>, DriverRule) {
         match self {
             Driver::Entry(e) => (e.clone(), DriverRule::DriverLink),
-            Driver::Nixos if is64 => {
-                (driver_entry(Path::new(NIXOS_DRIVER_LINK)), DriverRule::Nixos64)
+            Driver::Nixos if machine == EM_386 => {
+                (driver_entry(Path::new(NIXOS_DRIVER_LINK_32)), DriverRule::NixosI686)
             }
-            Driver::Nixos => (driver_entry(Path::new(NIXOS_DRIVER_LINK_32)), DriverRule::Nixos32),
+            Driver::Nixos => (driver_entry(Path::new(NIXOS_DRIVER_LINK)), DriverRule::Nixos),
         }
     }
 }
@@ -346,7 +351,7 @@ fn process_inner(
         let current = patch::current_path(&elf, &dynamic).map_err(foreign)?;
         report.old = current.map(|(v, _)| lossy(v));
         report.old_tag = current.map(|(_, t)| t);
-        let (opts, rule) = cfg.plan_options(elf.layout.is64);
+        let (opts, rule) = cfg.plan_options(elf.machine);
         report.driver_rule = Some(rule);
         report.driver_entry = Some(lossy(&opts.driver_entry));
         plan = runpath::plan(current, &opts);

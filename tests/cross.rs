@@ -53,6 +53,7 @@ struct Machine {
     /// How our report names the machine.
     name: &'static str,
     /// ELFCLASS64.
+    #[allow(dead_code)]
     is64: bool,
 }
 
@@ -165,10 +166,12 @@ fn cross(m: &Machine) {
     assert_eq!(r.status.code(), Some(1), "{}", text(&r));
     let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
     let files = v["report"]["files"].as_array().unwrap();
-    let (rule, default_entry) = if m.is64 {
-        ("nixos-64-bit", "/run/opengl-driver/lib")
+    // Nixpkgs' addDriverRunpath: `-32` for i686 only (NixOS's driver for
+    // 32-bit programs on x86_64); armv7l's own driver is at /run/opengl-driver.
+    let (rule, default_entry) = if m.name == "i686" {
+        ("nixos-i686", "/run/opengl-driver-32/lib")
     } else {
-        ("nixos-32-bit", "/run/opengl-driver-32/lib")
+        ("nixos", "/run/opengl-driver/lib")
     };
     let mut seen = Vec::new();
     for f in files {
@@ -379,4 +382,65 @@ fn jetson_capabilities_on_x86_64_and_sbsa_code_in_a_jetson_build_are_findings() 
     let msg = found[0]["message"].as_str().unwrap();
     assert!(msg.contains("a Jetson build (capabilities 8.7)") && msg.contains("9.0"), "{msg}");
     assert!(audit(&["--cuda-capabilities", "9.0"], "sbsa").1.is_empty());
+}
+
+/// The default driver entry per machine is upstream's: Nixpkgs' own
+/// addDriverRunpath/package.nix (read in place from the pinned files),
+/// evaluated with Nixpkgs' real `lib.systems.elaborate` for each machine's
+/// `lib.systems.examples` platform, gives the driver link; our JSON report
+/// for a file of that machine must name the same entry.
+#[test]
+fn default_driver_entry_per_machine_is_upstreams_driver_link() {
+    let nixpkgs = nixpkgs();
+    let expr = format!(
+        r#"let
+  lib = import {nixpkgs}/lib;
+  link = example: (import {nixpkgs}/pkgs/by-name/ad/addDriverRunpath/package.nix {{
+    inherit lib;
+    stdenv.hostPlatform = lib.systems.elaborate lib.systems.examples.${{example}};
+    makeSetupHook = args: _file: args;
+  }}).substitutions.driverLink;
+in lib.concatMapStringsSep "\n" (e: "${{e}} ${{link e}}") [
+  "aarch64-multiplatform" "armv7l-hf-multiplatform" "powernv" "ppc64" "riscv64"
+  "s390x" "gnu32" "gnu64"
+]"#
+    );
+    let out = Command::new(tool("nix-instantiate"))
+        .args(["--eval", "--strict", "--raw", "--expr", &expr])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let links: std::collections::HashMap<String, String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let (a, b) = l.split_once(' ').unwrap();
+            (a.to_string(), b.to_string())
+        })
+        .collect();
+    assert_eq!(links.len(), 8, "{links:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
+    for (example, triple) in [
+        ("aarch64-multiplatform", "aarch64-linux-gnu"),
+        ("armv7l-hf-multiplatform", "arm-linux-gnueabihf"),
+        ("powernv", "powerpc64le-linux-gnu"),
+        ("ppc64", "powerpc64-linux-gnu"),
+        ("riscv64", "riscv64-linux-gnu"),
+        ("s390x", "s390x-linux-gnu"),
+        ("gnu32", "i686-linux-gnu"),
+        ("gnu64", "x86_64-linux-gnu"),
+    ] {
+        let gcc =
+            if triple == "x86_64-linux-gnu" { tool("gcc") } else { tool(&format!("{triple}-gcc")) };
+        sh(dir, &format!("rm -rf o; mkdir o; {} -o o/p plain.c", gcc.display()));
+        let r = bin(dir, &["--check", "--format", "json", "o"]);
+        let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+        let f = &v["report"]["files"][0];
+        assert_eq!(
+            f["driver_entry"].as_str().unwrap(),
+            format!("{}/lib", links[example]),
+            "{example}: {f}"
+        );
+    }
 }
