@@ -25,10 +25,14 @@ eval_true "builds.nix: every test derivation evaluates to a named derivation" "
 # Every @placeholder@ of a hook script is substituted by nix/hooks.nix, and
 # every substitution names a placeholder the script has (catches typos both ways).
 for pair in no-broken-symlinks.sh:noBrokenSymlinksHook auto-add-driver-runpath.sh:autoAddDriverRunpath \
-  auto-fix-elf-files-driver-runpath.sh:autoFixElfFilesDriverRunpath cuda-elf-inspect.sh:cuda; do
+  auto-fix-elf-files-driver-runpath.sh:autoFixElfFilesDriverRunpath cuda-elf-inspect.sh:cuda \
+  auto-add-cuda-compat-runpath.sh:compat; do
   script=${pair%%:*} attr=${pair#*:}
   [[ -f hooks/$script ]] || continue
-  if [[ $attr == cuda ]]; then hook="$p.cudaPackages.cudaElfInspectHook"; else hook="$p.nixCudaHooks.$attr"; fi
+  if [[ $attr == cuda ]]; then hook="$p.cudaPackages.cudaElfInspectHook"
+  elif [[ $attr == compat ]]; then
+    hook="($p.nixCudaHooks.mkAutoAddCudaCompatRunpath { cuda_compat = { outPath = \"/nix/store/00000000000000000000000000000000-cuda_compat\"; meta = { }; }; })"
+  else hook="$p.nixCudaHooks.$attr"; fi
   eval_true "hooks.nix substitutes exactly the placeholders of hooks/$script" "
     let
       text = builtins.readFile ./hooks/$script;
@@ -91,6 +95,15 @@ eval_true "hooks.nix: autoAddDriverRunpath propagates Nixpkgs' addDriverRunpath 
      && q.addDriverRunpath.stub.kind == \"upstream\" && q.autoFixElfFiles.stub.kind == \"upstream\"
      && w.stub.args.substitutions.autoAddDriverRunpath == \"\${q.nix-cuda-hooks}/bin/auto-add-driver-runpath\"
      && w.stub.args.script == ./hooks/auto-fix-elf-files-driver-runpath.sh"
+
+eval_true "hooks.nix: the cuda_compat hook substitutes the compat folder, propagates autoFixElfFiles then our wrapper, and takes cuda_compat's platforms" "
+  let q = $p; c = { outPath = \"/nix/store/00000000000000000000000000000000-cuda_compat\"; meta.platforms = [ \"aarch64-linux\" ]; };
+      h = q.nixCudaHooks.mkAutoAddCudaCompatRunpath { cuda_compat = c; };
+  in h.stub.args.script == ./hooks/auto-add-cuda-compat-runpath.sh
+     && h.name == \"auto-add-cuda-compat-runpath-hook\"
+     && h.stub.args.substitutions.libcudaPath == \"/nix/store/00000000000000000000000000000000-cuda_compat/compat\"
+     && h.stub.args.propagatedBuildInputs == [ q.autoFixElfFiles q.nixCudaHooks.autoFixElfFilesDriverRunpath ]
+     && h.meta.platforms == [ \"aarch64-linux\" ] && h.meta.badPlatforms == [ \"aarch64-linux\" ]"
 
 eval_true "hooks.nix: cudaElfInspectHook takes each CUDA package set's defaults" "
   let a = $p.cudaPackages_12_8.cudaElfInspectHook.stub.args.substitutions;
