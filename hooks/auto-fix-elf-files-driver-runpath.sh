@@ -13,7 +13,12 @@
 # A derivation that redefines addDriverRunpath gets upstream's path with its
 # own function, as with upstream's hook.
 
-if [[ -n ${autoFixElfFilesDriverRunpathSourced-} ]]; then
+# Sourced again: nothing to do while autoFixElfFiles is still ours. Nixpkgs'
+# auto-fix-elf-files.sh sourced in between (propagated by a hook listed in
+# buildInputs, e.g. autoAddCudaCompatRunpath, whose guard then registers
+# nothing) has redefined it: wrap that one again.
+if [[ -n ${autoFixElfFilesDriverRunpathSourced-} ]] &&
+    [[ $(declare -f autoFixElfFiles) == *nixCudaHooksDriverLink* ]]; then
     return 0
 fi
 declare -g autoFixElfFilesDriverRunpathSourced=1

@@ -175,6 +175,28 @@ test_auto_add_driver_runpath() {
   expect together-dangling 100 "$(summary 1 0 0)"
 }
 
+# ---- autoAddCudaCompatRunpath (ours) -------------------------------------------------
+test_cuda_compat() {
+  local out lib compat=/nix/store/00000000000000000000000000000000-cuda_compat/compat
+  if expect compat-elf 0 "Sourcing auto-add-cuda-compat-runpath-hook"; then
+    out=$(output_path compat-elf out)
+    lib=$(output_path compat-elf lib)
+    check "compat-elf: upstream's entry, after the driver hook's" \
+      eval '[[ $(tr "\n" " " <"$out/registered") == "autoFixElfFiles addDriverRunpath autoFixElfFiles addCudaCompatRunpath "* ]]'
+    check "compat-elf: cuda_compat first, the driver second (executable)" \
+      test "$(runpath "$out/bin/hello")" = "$compat:/run/opengl-driver/lib"
+    check "compat-elf: the same in the lib output" \
+      test "$(runpath "$lib/lib/libfoo.so")" = "$compat:/run/opengl-driver/lib"
+  fi
+  if expect compat-build-inputs 0; then
+    out=$(output_path compat-build-inputs out)
+    check "compat-build-inputs: from buildInputs the hook registers nothing (upstream's guard)" \
+      eval '[[ $(tr "\n" " " <"$out/registered") != *addCudaCompatRunpath* ]]'
+    check "compat-build-inputs: the driver entry alone" \
+      test "$(runpath "$out/bin/hello")" = /run/opengl-driver/lib
+  fi
+}
+
 # ---- autoAddDriverRunpath among Nixpkgs' own hooks ----------------------------------
 test_aadr_dropin() {
   local out lib
@@ -312,6 +334,7 @@ requires() {
 if [[ -f hooks/auto-add-driver-runpath.sh ]]; then
   requires "autoAddDriverRunpath prerequisites" "$bin_dir/auto-add-driver-runpath" && {
     test_auto_add_driver_runpath
+    test_cuda_compat
     test_aadr_dropin
     test_aadr_side_by_side
   }

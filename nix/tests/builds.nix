@@ -59,6 +59,10 @@ let
     gcc -shared -fPIC -o "$lib/lib/libfoo.so" foo.c
     gcc -o "$out/bin/hello" main.c
   '';
+  fakeCudaCompat = {
+    outPath = "/nix/store/00000000000000000000000000000000-cuda_compat";
+    meta = { };
+  };
   withElf =
     name: attrs:
     stdenv.mkDerivation (
@@ -444,6 +448,21 @@ in
     installPhase = elfScript + ''
       gcc -shared -fPIC -o "$lib/lib/libstubbed.so" foo.c -Wl,-rpath,/nix/store/x-cuda_cudart-stubs/lib/stubs
     '';
+  };
+
+  # ---- autoAddCudaCompatRunpath (ours), after the driver hook as buildRedist
+  # lists them; a cuda_compat stand-in (only its path matters here).
+  compat-elf = withElf "compat-elf" {
+    nativeBuildInputs = [
+      hooks.autoAddDriverRunpath
+      (hooks.mkAutoAddCudaCompatRunpath { cuda_compat = fakeCudaCompat; })
+    ];
+    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+  };
+  # From buildInputs: upstream's guard (hostOffset -1, targetOffset 0) returns.
+  compat-build-inputs = withElf "compat-build-inputs" {
+    buildInputs = [ (hooks.mkAutoAddCudaCompatRunpath { cuda_compat = fakeCudaCompat; }) ];
+    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
   };
 
   # ---- side by side: Nixpkgs' autoAddDriverRunpath chain vs ours --------------
