@@ -18,6 +18,7 @@
 //! - [`audit`]: the checks of `cuda-elf-inspect` (linkage, RUNPATH, capability coverage).
 //! - [`atomic`]: replace a file through a temporary file and a rename.
 //! - [`driver_runpath`]: autoAddDriverRunpath's walk, decisions and report.
+//! - [`nar`], [`narinfo`]: Nix archives and binary-cache metadata, read as they stream in.
 #![deny(missing_docs)]
 
 pub mod atomic;
@@ -35,6 +36,8 @@ pub mod hostelf;
 pub mod inspect;
 pub mod linkage;
 pub mod log;
+pub mod nar;
+pub mod narinfo;
 pub mod report;
 pub mod symlinks;
 pub mod walk;
