@@ -25,6 +25,7 @@ pub mod atomic;
 pub mod audit;
 pub mod baseline;
 pub mod buildenv;
+pub mod cache;
 pub mod capabilities;
 pub mod cli;
 pub mod driver_runpath;

@@ -23,8 +23,11 @@
 //! bytes as a string), `"symlink"` (`"target"` and the target) or
 //! `"directory"` (any number of `"entry" "(" "name" N "node" NODE ")"`).
 
-use std::io::{self, Read};
-use std::path::PathBuf;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{symlink, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
 /// Deepest directory nesting accepted. Linux's PATH_MAX (4096) allows at most
 /// 2048 levels of one-byte names; real store paths are a few dozen deep.
@@ -409,8 +412,6 @@ impl<R: Read> Read for Contents<'_, R> {
     }
 }
 
-use std::os::unix::ffi::OsStrExt;
-
 fn padding(len: u64) -> u64 {
     (8 - len % 8) % 8
 }
@@ -427,6 +428,117 @@ fn quote(bytes: &[u8]) -> String {
         text.push_str("...");
     }
     text
+}
+
+/// What [`unpack`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unpacked {
+    /// Regular files written with their contents.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Regular files left out because `keep` refused their first bytes.
+    pub left_out: u64,
+    /// Directories and symlinks made.
+    pub others: u64,
+}
+
+/// Why [`unpack`] stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    /// The archive is malformed.
+    #[error(transparent)]
+    Nar(#[from] NarError),
+    /// Writing below the destination failed.
+    #[error("{path}: {source}", path = .path.display(), source = crate::error::describe_io(.source))]
+    Write {
+        /// The file being written.
+        path: PathBuf,
+        /// What the kernel said.
+        source: io::Error,
+    },
+}
+
+/// Writes the archive below `dest` (an empty folder, or a path that does not
+/// exist yet), reading it once. Regular files are written only when
+/// `keep(first bytes)` says so (at most 8 bytes, fewer for a shorter file):
+/// the audit needs host objects, not documentation. Everything is created
+/// new (`O_EXCL`), below folders this call made, from names the reader
+/// validated: no entry can write through a symlink or outside `dest`.
+pub fn unpack<R: Read>(
+    reader: &mut NarReader<R>,
+    dest: &Path,
+    keep: &dyn Fn(&[u8]) -> bool,
+) -> Result<Unpacked, UnpackError> {
+    let mut done = Unpacked::default();
+    while let Some(entry) = reader.next_entry()? {
+        let path = dest.join(&entry.path);
+        let write = |e| UnpackError::Write { path: path.clone(), source: e };
+        match entry.kind {
+            EntryKind::Directory => {
+                match fs::create_dir(&path) {
+                    Err(e) if !(entry.path.as_os_str().is_empty() && is_empty_dir(&path)) => {
+                        return Err(write(e));
+                    }
+                    _ => {}
+                }
+                done.others += 1;
+            }
+            EntryKind::Symlink { target } => {
+                symlink(std::ffi::OsStr::from_bytes(&target), &path).map_err(write)?;
+                done.others += 1;
+            }
+            EntryKind::Regular { executable, size } => {
+                let mut head = [0u8; 8];
+                let want = size.min(8) as usize;
+                reader.contents().read_exact(&mut head[..want]).map_err(NarError::from_io)?;
+                if !keep(&head[..want]) {
+                    done.left_out += 1;
+                    continue;
+                }
+                let mode = if executable { 0o755 } else { 0o644 };
+                let mut file = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(mode)
+                    .open(&path)
+                    .map_err(write)?;
+                file.write_all(&head[..want]).map_err(write)?;
+                let mut contents = reader.contents();
+                let copied = copy_contents(&mut contents, &mut file).map_err(|e| match e {
+                    Copy::Read(e) => UnpackError::Nar(NarError::from_io(e)),
+                    Copy::Write(e) => write(e),
+                })?;
+                done.files += 1;
+                done.bytes += want as u64 + copied;
+            }
+        }
+    }
+    Ok(done)
+}
+
+enum Copy {
+    Read(io::Error),
+    Write(io::Error),
+}
+
+fn copy_contents(from: &mut impl Read, to: &mut impl Write) -> Result<u64, Copy> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Copy::Read(e)),
+        };
+        to.write_all(&buf[..n]).map_err(Copy::Write)?;
+        total += n as u64;
+    }
+}
+
+fn is_empty_dir(path: &Path) -> bool {
+    fs::read_dir(path).is_ok_and(|mut d| d.next().is_none())
 }
 
 #[cfg(test)]

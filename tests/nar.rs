@@ -225,3 +225,276 @@ impl<R: Read> Read for HashingReader<R> {
         Ok(n)
     }
 }
+
+// ---- the cache client ------------------------------------------------------
+
+use nix_cuda_hooks::cache::{Cache, CacheError};
+
+/// A real binary cache written by `nix copy` with `compression`, signed.
+struct RealCache {
+    dir: tempfile::TempDir,
+    store_path: String,
+    cache: PathBuf,
+    public_key: String,
+}
+
+fn real_cache(compression: &str) -> RealCache {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for sub in ["etc", "home"] {
+        fs::create_dir_all(d.join(sub)).unwrap();
+    }
+    let tree = d.join("tree");
+    make_tree(&tree);
+    let (sk, pk) = (d.join("sk"), d.join("pk"));
+    nix(
+        d,
+        "nix-store",
+        &["--generate-binary-cache-key", "test-1", sk.to_str().unwrap(), pk.to_str().unwrap()],
+    );
+    let store_path =
+        String::from_utf8(nix(d, "nix-store", &["--add", tree.to_str().unwrap()])).unwrap();
+    let store_path = store_path.trim().to_string();
+    let cache = d.join("cache");
+    let to =
+        format!("file://{}?compression={compression}&secret-key={}", cache.display(), sk.display());
+    nix(
+        d,
+        "nix",
+        &["--extra-experimental-features", "nix-command", "copy", "--to", &to, &store_path],
+    );
+    let public_key = fs::read_to_string(&pk).unwrap().trim().to_string();
+    RealCache { dir, store_path, cache, public_key }
+}
+
+impl RealCache {
+    fn narinfo(&self) -> PathBuf {
+        let base = Path::new(&self.store_path).file_name().unwrap().to_str().unwrap();
+        self.cache.join(format!("{}.narinfo", &base[..32]))
+    }
+    fn keys(&self) -> Vec<nix_cuda_hooks::narinfo::PublicKey> {
+        vec![PublicKey::parse(&self.public_key).unwrap()]
+    }
+    fn open(&self, url: &str) -> Cache {
+        Cache::open(url, self.keys()).unwrap()
+    }
+    fn file_url(&self) -> String {
+        format!("file://{}", self.cache.display())
+    }
+}
+
+fn keep_all(_: &[u8]) -> bool {
+    true
+}
+
+#[test]
+fn every_compression_nix_writes_is_read_and_verified() {
+    for compression in ["xz", "zstd", "bzip2", "none"] {
+        let c = real_cache(compression);
+        let cache = c.open(&c.file_url());
+        assert_eq!(cache.store_dir(), c.dir.path().join("store").to_str().unwrap());
+        let dest = c.dir.path().join("out");
+        let fetched = cache
+            .fetch(&c.store_path, &dest, &keep_all)
+            .unwrap_or_else(|e| panic!("{compression}: {e}"));
+        assert_eq!(read_tree(&dest), read_tree(Path::new(&c.store_path)), "{compression}");
+        assert_eq!(fetched.unpacked.left_out, 0);
+        // Keeping only ELF files writes the one ELF file and counts the rest.
+        let elf_only = c.dir.path().join("elf");
+        let fetched = cache
+            .fetch(&c.store_path, &elf_only, &|head: &[u8]| head.starts_with(b"\x7fELF"))
+            .unwrap();
+        assert_eq!(fetched.unpacked.files, 1, "{compression}");
+        assert_eq!(
+            fs::read(elf_only.join("lib/libx.so.1")).unwrap(),
+            fs::read(Path::new(&c.store_path).join("lib/libx.so.1")).unwrap()
+        );
+        assert!(!elf_only.join("a").exists());
+    }
+}
+
+/// Serves `root` over HTTP/1.1 on 127.0.0.1 for at most 32 connections; a
+/// request for a path ending in `.truncated` gets half its body and a closed
+/// connection.
+fn serve(root: PathBuf) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(32) {
+            let Ok(mut stream) = stream else { continue };
+            let mut line = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).unwrap_or(0) <= 2 {
+                    break;
+                }
+            }
+            let rel =
+                line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_string();
+            let (rel, truncate) = match rel.strip_suffix(".truncated") {
+                Some(r) => (r.to_string(), true),
+                None => (rel, false),
+            };
+            match fs::read(root.join(&rel)) {
+                Ok(body) => {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let sent = if truncate { &body[..body.len() / 2] } else { &body[..] };
+                    let _ = stream.write_all(sent);
+                }
+                Err(_) => {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                }
+            }
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+#[test]
+fn http_cache_reads_like_the_folder() {
+    let c = real_cache("xz");
+    let cache = c.open(&serve(c.cache.clone()));
+    let dest = c.dir.path().join("out");
+    cache.fetch(&c.store_path, &dest, &keep_all).unwrap();
+    assert_eq!(read_tree(&dest), read_tree(Path::new(&c.store_path)));
+}
+
+/// Rewrites one line of the narinfo.
+fn edit_narinfo(c: &RealCache, field: &str, value: &str) {
+    let text = fs::read_to_string(c.narinfo()).unwrap();
+    let text: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with(&format!("{field}: ")) {
+                format!("{field}: {value}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    fs::write(c.narinfo(), text.join("\n") + "\n").unwrap();
+}
+
+fn fetch_error(c: &RealCache, url: &str, keys: bool) -> CacheError {
+    let cache = Cache::open(url, if keys { c.keys() } else { vec![] }).unwrap();
+    let dest = c.dir.path().join("out");
+    let err = cache.fetch(&c.store_path, &dest, &keep_all).expect_err("the fetch must fail");
+    assert!(err.to_string().starts_with(&c.store_path), "the error names the path: {err}");
+    assert!(!dest.exists(), "nothing is left of a failed fetch: {err}");
+    err
+}
+
+#[test]
+fn bad_caches_are_clear_errors_naming_the_path() {
+    // A missing narinfo.
+    let c = real_cache("none");
+    fs::remove_file(c.narinfo()).unwrap();
+    assert!(matches!(fetch_error(&c, &c.file_url(), true), CacheError::NotFound { .. }));
+
+    // A wrong NarHash: refused by the signature with keys, by the hash without.
+    let c = real_cache("none");
+    edit_narinfo(&c, "NarHash", &format!("sha256:{}", "0".repeat(52)));
+    let err = fetch_error(&c, &c.file_url(), true);
+    assert!(
+        matches!(err, CacheError::NarInfo { .. }) && err.to_string().contains("does not match"),
+        "{err}"
+    );
+    let err = fetch_error(&c, &c.file_url(), false);
+    assert!(
+        matches!(err, CacheError::Mismatch { .. }) && err.to_string().contains("NarHash"),
+        "{err}"
+    );
+
+    // An unsigned narinfo when keys are trusted.
+    let c = real_cache("none");
+    let text = fs::read_to_string(c.narinfo()).unwrap();
+    fs::write(
+        c.narinfo(),
+        text.lines().filter(|l| !l.starts_with("Sig: ")).collect::<Vec<_>>().join("\n"),
+    )
+    .unwrap();
+    let err = fetch_error(&c, &c.file_url(), true);
+    assert!(err.to_string().contains("not signed"), "{err}");
+
+    // An unknown compression.
+    let c = real_cache("none");
+    edit_narinfo(&c, "Compression", "lz4");
+    let err = fetch_error(&c, &c.file_url(), false);
+    assert!(
+        matches!(err, CacheError::Compression { .. }) && err.to_string().contains("lz4"),
+        "{err}"
+    );
+
+    // A corrupted NAR (one byte of a file's contents changed): the hash.
+    let c = real_cache("none");
+    let info = NarInfo::parse(
+        &fs::read_to_string(c.narinfo()).unwrap(),
+        c.dir.path().join("store").to_str().unwrap(),
+    )
+    .unwrap();
+    let nar = c.cache.join(&info.url);
+    let mut bytes = fs::read(&nar).unwrap();
+    let at = bytes.windows(6).position(|w| w == b"hello\n").unwrap();
+    bytes[at] = b'j';
+    fs::write(&nar, &bytes).unwrap();
+    let err = fetch_error(&c, &c.file_url(), false);
+    assert!(matches!(err, CacheError::Mismatch { .. }), "{err}");
+
+    // A truncated NAR file, and a truncated download.
+    for (compression, over_http) in [("xz", false), ("zstd", false), ("none", false), ("xz", true)]
+    {
+        let c = real_cache(compression);
+        let info = NarInfo::parse(
+            &fs::read_to_string(c.narinfo()).unwrap(),
+            c.dir.path().join("store").to_str().unwrap(),
+        )
+        .unwrap();
+        let url = if over_http {
+            edit_narinfo(&c, "URL", &format!("{}.truncated", info.url));
+            serve(c.cache.clone())
+        } else {
+            let nar = c.cache.join(&info.url);
+            let bytes = fs::read(&nar).unwrap();
+            fs::write(&nar, &bytes[..bytes.len() / 2]).unwrap();
+            c.file_url()
+        };
+        let err = fetch_error(&c, &url, false);
+        assert!(matches!(err, CacheError::Nar { .. }), "{compression} http={over_http}: {err}");
+    }
+
+    // Not a store path of the cache's store.
+    let c = real_cache("none");
+    let cache = c.open(&c.file_url());
+    let err = cache.fetch("/nix/store/x-y", &c.dir.path().join("out"), &keep_all).unwrap_err();
+    assert!(matches!(err, CacheError::NotStorePath { .. }), "{err}");
+}
+
+#[test]
+fn local_nar_files_are_read_by_their_extension() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    make_tree(&tree);
+    let dump = nix(dir.path(), "nix-store", &["--dump", tree.to_str().unwrap()]);
+    let nar = dir.path().join("x.nar");
+    fs::write(&nar, &dump).unwrap();
+    let dest = dir.path().join("out");
+    nix_cuda_hooks::cache::unpack_file(&nar, &dest, &keep_all).unwrap();
+    assert_eq!(read_tree(&dest), read_tree(&tree));
+    let odd = dir.path().join("x.nar.lz4");
+    fs::write(&odd, &dump).unwrap();
+    let err =
+        nix_cuda_hooks::cache::unpack_file(&odd, &dir.path().join("out2"), &keep_all).unwrap_err();
+    assert!(err.to_string().contains("x.nar.lz4"), "{err}");
+}
