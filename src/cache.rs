@@ -217,6 +217,64 @@ impl Cache {
         Ok(Fetched { info, unpacked })
     }
 
+    /// Fetches each of `roots` into `dest/<base name>` and, with `closure`,
+    /// every path they refer to, transitively; `jobs` transfers at a time
+    /// (network-bound, so more than the cores). `done` is called after each
+    /// path (for a progress line). One result per path, sorted by path; a
+    /// path that failed does not stop the others, and its references are not
+    /// followed (they are unknown without its narinfo).
+    pub fn fetch_all(
+        &self,
+        roots: &[String],
+        closure: bool,
+        dest: &Path,
+        keep: &(dyn Fn(&[u8]) -> bool + Sync),
+        jobs: usize,
+        done: &(dyn Fn(&str, &Result<Fetched, CacheError>) + Sync),
+    ) -> Vec<(String, Result<Fetched, CacheError>)> {
+        use rayon::prelude::*;
+        use std::collections::BTreeSet;
+        let pool = match rayon::ThreadPoolBuilder::new().num_threads(jobs.max(1)).build() {
+            Ok(pool) => Some(pool),
+            // No threads to be had: fetch one at a time rather than fail.
+            Err(_) => None,
+        };
+        let mut seen: BTreeSet<String> = roots.iter().cloned().collect();
+        let mut level: Vec<String> = seen.iter().cloned().collect();
+        let mut results = Vec::new();
+        while !level.is_empty() {
+            let one = |path: &String| {
+                let target = match self.base_name(path) {
+                    Ok(base) => dest.join(base),
+                    Err(e) => return (path.clone(), Err(e)),
+                };
+                let result = self.fetch(path, &target, keep);
+                done(path, &result);
+                (path.clone(), result)
+            };
+            let fetched: Vec<_> = match &pool {
+                Some(pool) => pool.install(|| level.par_iter().map(one).collect()),
+                None => level.iter().map(one).collect(),
+            };
+            let mut next = Vec::new();
+            if closure {
+                for (_, result) in &fetched {
+                    let Ok(f) = result else { continue };
+                    for r in &f.info.references {
+                        let path = format!("{}/{r}", self.store_dir);
+                        if seen.insert(path.clone()) {
+                            next.push(path);
+                        }
+                    }
+                }
+            }
+            results.extend(fetched);
+            level = next;
+        }
+        results.sort_by(|a, b| a.0.cmp(&b.0));
+        results
+    }
+
     /// A file of the cache as a stream; `NotFound` when it is not there.
     fn get(&self, path: &str, rel: &str) -> Result<Box<dyn Read + Send>, CacheError> {
         let fetch = |reason: String| CacheError::Fetch {

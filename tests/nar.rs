@@ -498,3 +498,99 @@ fn local_nar_files_are_read_by_their_extension() {
         nix_cuda_hooks::cache::unpack_file(&odd, &dir.path().join("out2"), &keep_all).unwrap_err();
     assert!(err.to_string().contains("x.nar.lz4"), "{err}");
 }
+
+#[test]
+fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for sub in ["etc", "home"] {
+        fs::create_dir_all(d.join(sub)).unwrap();
+    }
+    // Three real build outputs: top refers to mid, mid to leaf.
+    let expr = r#"
+      let mk = name: text: derivation {
+            inherit name; system = builtins.currentSystem; builder = "/bin/sh";
+            args = [ "-c" "PATH=/usr/bin:/bin; mkdir $out; echo '${text}' > $out/ref" ];
+          };
+          leaf = mk "leaf" "none";
+          mid = mk "mid" "${leaf}";
+      in mk "top" "${mid}""#;
+    let top = nix(
+        d,
+        "nix-build",
+        &[
+            "--no-out-link",
+            "--option",
+            "sandbox",
+            "false",
+            "--option",
+            "substituters",
+            "",
+            "--option",
+            "build-users-group",
+            "",
+            "-E",
+            expr,
+        ],
+    );
+    let top = String::from_utf8(top).unwrap().trim().to_string();
+    let (sk, pk) = (d.join("sk"), d.join("pk"));
+    nix(
+        d,
+        "nix-store",
+        &["--generate-binary-cache-key", "test-1", sk.to_str().unwrap(), pk.to_str().unwrap()],
+    );
+    let cache_dir = d.join("cache");
+    let to = format!("file://{}?secret-key={}", cache_dir.display(), sk.display());
+    nix(d, "nix", &["--extra-experimental-features", "nix-command", "copy", "--to", &to, &top]);
+    let closure: Vec<String> = String::from_utf8(nix(d, "nix-store", &["-qR", &top]))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(closure.len(), 3);
+
+    let key = PublicKey::parse(fs::read_to_string(&pk).unwrap().trim()).unwrap();
+    let cache = Cache::open(&format!("file://{}", cache_dir.display()), vec![key]).unwrap();
+    let count = std::sync::atomic::AtomicUsize::new(0);
+    let done = |_: &str, _: &Result<nix_cuda_hooks::cache::Fetched, CacheError>| {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    };
+    let out = d.join("out");
+    fs::create_dir(&out).unwrap();
+    let got = cache.fetch_all(std::slice::from_ref(&top), true, &out, &keep_all, 4, &done);
+    let mut paths: Vec<String> = got.iter().map(|(p, _)| p.clone()).collect();
+    paths.sort();
+    let mut expected = closure.clone();
+    expected.sort();
+    assert_eq!(paths, expected);
+    assert_eq!(count.load(std::sync::atomic::Ordering::Relaxed), 3);
+    for (path, result) in &got {
+        result.as_ref().unwrap_or_else(|e| panic!("{path}: {e}"));
+        let base = Path::new(path).file_name().unwrap();
+        assert_eq!(read_tree(&out.join(base)), read_tree(Path::new(path)));
+    }
+
+    // Without --closure only the root; with a member's narinfo gone, that
+    // member is an error naming it and the others are still read.
+    let only = d.join("only");
+    fs::create_dir(&only).unwrap();
+    assert_eq!(
+        cache.fetch_all(std::slice::from_ref(&top), false, &only, &keep_all, 4, &done).len(),
+        1
+    );
+    let mid = closure.iter().find(|p| p.ends_with("-mid")).unwrap();
+    let mid_hash = &Path::new(mid).file_name().unwrap().to_str().unwrap()[..32];
+    fs::remove_file(cache_dir.join(format!("{mid_hash}.narinfo"))).unwrap();
+    let again = d.join("again");
+    fs::create_dir(&again).unwrap();
+    let got = cache.fetch_all(std::slice::from_ref(&top), true, &again, &keep_all, 4, &done);
+    assert_eq!(got.len(), 2, "the leaf is unknown once mid is missing");
+    let (_, err) = got.iter().find(|(p, _)| p == mid).unwrap();
+    let err = err.as_ref().unwrap_err();
+    assert!(
+        matches!(err, CacheError::NotFound { .. }) && err.to_string().starts_with(mid.as_str()),
+        "{err}"
+    );
+    assert!(got.iter().any(|(p, r)| p == &top && r.is_ok()));
+}
