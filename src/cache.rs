@@ -234,11 +234,8 @@ impl Cache {
     ) -> Vec<(String, Result<Fetched, CacheError>)> {
         use rayon::prelude::*;
         use std::collections::BTreeSet;
-        let pool = match rayon::ThreadPoolBuilder::new().num_threads(jobs.max(1)).build() {
-            Ok(pool) => Some(pool),
-            // No threads to be had: fetch one at a time rather than fail.
-            Err(_) => None,
-        };
+        // No threads to be had: fetch one at a time rather than fail.
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs.max(1)).build().ok();
         let mut seen: BTreeSet<String> = roots.iter().cloned().collect();
         let mut level: Vec<String> = seen.iter().cloned().collect();
         let mut results = Vec::new();
