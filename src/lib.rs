@@ -28,6 +28,7 @@ pub mod buildenv;
 pub mod cache;
 pub mod capabilities;
 pub mod cli;
+pub mod driver;
 pub mod driver_runpath;
 pub mod elf;
 pub mod error;
