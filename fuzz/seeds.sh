@@ -84,6 +84,7 @@ cp "$work/libplain.so" "$nixdir/tree/" 2>/dev/null || true
 (
     export NIX_STORE_DIR=/nix/store NIX_STATE_DIR=$nixdir/state NIX_LOG_DIR=$nixdir/log \
         NIX_CONF_DIR=$nixdir/etc HOME=$nixdir/home
+    PATH=$root/.tools/nix/bin:$PATH
     nix-store --dump "$nixdir/tree" >"$out/nar/tree.nar"
     nix-store --dump "$nixdir/tree/a" >"$out/nar/file.nar"
     nix-store --dump "$nixdir/tree/sub/link" >"$out/nar/link.nar"

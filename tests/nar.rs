@@ -15,9 +15,11 @@ use nix_cuda_hooks::nar::{EntryKind, NarReader};
 use nix_cuda_hooks::narinfo::{Compression, NarInfo, PublicKey, Sha256};
 use sha2::Digest;
 
-/// A Nix command with a throwaway store under `dir`.
+/// A Nix command (Nix >= 2.18 from `make tools`, never the host's) with a
+/// throwaway store under `dir`.
 fn nix(dir: &Path, program: &str, args: &[&str]) -> Vec<u8> {
-    let out = Command::new(program)
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/nix/bin").join(program);
+    let out = Command::new(&program)
         .args(args)
         .env("NIX_STORE_DIR", dir.join("store"))
         .env("NIX_STATE_DIR", dir.join("state"))
@@ -25,11 +27,20 @@ fn nix(dir: &Path, program: &str, args: &[&str]) -> Vec<u8> {
         .env("NIX_CONF_DIR", dir.join("etc"))
         .env("HOME", dir.join("home"))
         .env("NIX_PATH", "")
+        // No daemon, sandbox or substituters; no build hook (Nix run through
+        // its own loader cannot re-execute itself as `__build-remote`).
+        .env(
+            "NIX_CONFIG",
+            "build-hook =\nsandbox = false\nsubstituters =\nbuild-users-group =\n",
+        )
         .output()
-        .unwrap_or_else(|e| panic!("{program} cannot run ({e}): run `make tools` first"));
+        .unwrap_or_else(|e| {
+            panic!("{} cannot run ({e}): run `make tools` first", program.display())
+        });
     assert!(
         out.status.success(),
-        "{program} {args:?} failed: {}",
+        "{} {args:?} failed: {}",
+        program.display(),
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout
