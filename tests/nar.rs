@@ -29,10 +29,7 @@ fn nix(dir: &Path, program: &str, args: &[&str]) -> Vec<u8> {
         .env("NIX_PATH", "")
         // No daemon, sandbox or substituters; no build hook (Nix run through
         // its own loader cannot re-execute itself as `__build-remote`).
-        .env(
-            "NIX_CONFIG",
-            "build-hook =\nsandbox = false\nsubstituters =\nbuild-users-group =\n",
-        )
+        .env("NIX_CONFIG", "build-hook =\nsandbox = false\nsubstituters =\nbuild-users-group =\n")
         .output()
         .unwrap_or_else(|e| {
             panic!("{} cannot run ({e}): run `make tools` first", program.display())
