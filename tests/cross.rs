@@ -444,3 +444,85 @@ in lib.concatMapStringsSep "\n" (e: "${{e}} ${{link e}}") [
         );
     }
 }
+
+/// Bad input across machines: a mixed-endian tree (x86_64 and big-endian
+/// ppc64 libraries side by side) is patched in one run; a file for a machine
+/// this project does not know (e_machine rewritten to 4242) is patched like
+/// any other and named by its number; truncated files of a foreign and of an
+/// unknown machine get the reader's error with the machine in it, and are
+/// left byte-identical; the run's status says so (1).
+#[test]
+fn mixed_endian_trees_unknown_machines_and_truncated_foreign_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("lib.c"), LIB_C).unwrap();
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p mixed bad
+             {} -shared -fPIC -o mixed/libbe.so lib.c
+             {} -shared -fPIC -o mixed/lible.so lib.c
+             cp mixed/lible.so mixed/libunknown.so
+             {} -shared -fPIC -o bad/libarm.so lib.c",
+            tool("powerpc64-linux-gnu-gcc").display(),
+            tool("gcc").display(),
+            tool("aarch64-linux-gnu-gcc").display()
+        ),
+    );
+    let set_machine = |p: &Path, m: u16| {
+        let mut d = std::fs::read(p).unwrap();
+        d[18..20].copy_from_slice(&m.to_le_bytes());
+        std::fs::write(p, d).unwrap();
+    };
+    set_machine(&dir.join("mixed/libunknown.so"), 4242);
+    let r = bin(dir, &["--format", "json", "mixed"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let by_name = |n: &str| {
+        v["report"]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == format!("mixed/{n}"))
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(by_name("libbe.so")["machine"], "ppc64");
+    assert_eq!(by_name("libunknown.so")["machine"], "e_machine 4242");
+    for n in ["libbe.so", "lible.so", "libunknown.so"] {
+        assert_eq!(by_name(n)["action"], "patched", "{n}");
+    }
+    let be = Machine { triple: "powerpc64-linux-gnu", qemu: "ppc64", name: "ppc64", is64: true };
+    assert_eq!(
+        machine_search_path(&be, &dir.join("mixed/libbe.so")),
+        Some(("RUNPATH".into(), "/run/opengl-driver/lib".into()))
+    );
+    assert_eq!(
+        search_path(&dir.join("mixed/lible.so")),
+        Some(("RUNPATH".into(), "/run/opengl-driver/lib".into()))
+    );
+
+    // Truncated: an aarch64 library and one of an unknown machine, cut in
+    // the program header table.
+    sh(dir, "cp bad/libarm.so bad/libunknown.so");
+    set_machine(&dir.join("bad/libunknown.so"), 4242);
+    for f in ["bad/libarm.so", "bad/libunknown.so"] {
+        let d = std::fs::read(dir.join(f)).unwrap();
+        std::fs::write(dir.join(f), &d[..100]).unwrap();
+    }
+    let snap = snapshot(&dir.join("bad"));
+    let r = bin(dir, &["bad"]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        stderr.contains("bad/libarm.so: truncated: program header")
+            && stderr.contains("(an ELF file for aarch64 (64-bit, little-endian))"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("bad/libunknown.so: truncated")
+            && stderr.contains("(an ELF file for unknown machine 4242 (64-bit, little-endian))"),
+        "{stderr}"
+    );
+    assert!(snap == snapshot(&dir.join("bad")), "bad input was modified");
+}
