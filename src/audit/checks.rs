@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::device::{capability, DeviceFacts};
+use crate::devicecode::model::capability;
+use crate::devicecode::DeviceCode;
 use super::dynamic::DynamicFacts;
 use super::Policy;
 use crate::capabilities::{coverage, Capability, CodeKind, Runs, Variant};
@@ -149,7 +150,7 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
 }
 
 /// Capability coverage of the device code against the requested list.
-pub fn capabilities(path: &Path, dev: &DeviceFacts, policy: &Policy, out: &mut Vec<Finding>) {
+pub fn capabilities(path: &Path, dev: &DeviceCode, policy: &Policy, out: &mut Vec<Finding>) {
     let Some(req) = &policy.requested else { return };
     if !dev.has_code() {
         return;
@@ -235,19 +236,23 @@ pub fn capabilities(path: &Path, dev: &DeviceFacts, policy: &Policy, out: &mut V
             );
         }
     }
-    for a in dev
-        .sass
-        .iter()
-        .map(|a| (CodeKind::Sass, a))
-        .chain(dev.ptx.iter().map(|a| (CodeKind::Ptx, a)))
+    // Family code (`sm_100f`) serves its base capability natively: asking
+    // for 10.0 asks for it too (nvcc's `-arch=sm_100f` is how one builds
+    // once for 10.0 and 10.3).
+    let asked = |list: &[Capability], cap: Capability| {
+        list.contains(&cap) || (cap.variant == Variant::Family && list.contains(&cap.device()))
+    };
+    let (sass, ptx) = (dev.sass(), dev.ptx());
+    for a in sass.iter().map(|a| (CodeKind::Sass, a)).chain(ptx.iter().map(|a| (CodeKind::Ptx, a)))
     {
         let Some(cap) = capability(*a.1) else { continue };
+        let last = req.capabilities.last().copied();
         let requested = match a.0 {
-            CodeKind::Sass => req.capabilities.contains(&cap),
+            CodeKind::Sass => asked(&req.capabilities, cap),
             CodeKind::Ptx => {
-                req.ptx.contains(&cap)
-                    || (policy.forward_compat && req.capabilities.last() == Some(&cap))
-                    || req.capabilities.contains(&cap)
+                asked(&req.ptx, cap)
+                    || (policy.forward_compat && last.is_some_and(|l| asked(&[l], cap)))
+                    || asked(&req.capabilities, cap)
             }
         };
         if !requested {

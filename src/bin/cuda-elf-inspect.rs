@@ -314,17 +314,16 @@ fn write_files(out: &mut dyn Write, report: &Report<audit::FileFacts>) -> io::Re
     for f in &report.files {
         let Some(d) = &f.device else { continue };
         let mut parts = Vec::new();
-        if !d.sass.is_empty() {
-            parts.push(format!("SASS {}", names(&d.sass)));
-        }
-        if !d.ptx.is_empty() {
-            parts.push(format!("PTX {}", names(&d.ptx)));
-        }
-        if !d.link_stub_only.is_empty() {
-            parts.push(format!("link stubs only {}", names(&d.link_stub_only)));
-        }
-        if !d.lto_ir.is_empty() {
-            parts.push(format!("LTO-IR {}", names(&d.lto_ir)));
+        for (label, set) in [
+            ("SASS", d.sass()),
+            ("PTX", d.ptx()),
+            ("link stubs only", d.link_stub_only()),
+            ("PTX without entries", d.ptx_without_entries()),
+            ("LTO-IR", d.lto_ir()),
+        ] {
+            if !set.is_empty() {
+                parts.push(format!("{label} {}", names(&set)));
+            }
         }
         writeln!(out, "  {}: {}", report::sanitize(&f.path.to_string_lossy()), parts.join("; "))?;
     }

@@ -16,7 +16,7 @@ use object::elf;
 use object::read::elf::{FileHeader, SectionHeader, Sym};
 use object::LittleEndian as LE;
 
-use super::Arch;
+use super::{Arch, Variant};
 
 /// EM_CUDA.
 pub const EM_CUDA: u16 = 190;
@@ -81,18 +81,15 @@ pub fn read_cubin(data: &[u8]) -> Result<CubinInfo, CubinError> {
     let os_abi = ident.os_abi.0;
     let sections = header.sections(LE, data).map_err(elf_err)?;
     let arch = if os_abi == OSABI_OLD {
-        Arch { sm: flags & 0xff, arch_specific: flags & 0x800 != 0, family_specific: false }
+        Arch { sm: flags & 0xff, variant: if flags & 0x800 != 0 { Variant::Arch } else { Variant::Base } }
     } else {
         let compat = sections
             .section_by_name(LE, b".nv.compat")
             .and_then(|(_, s)| s.data(LE, data).ok())
             .and_then(|d| compat_attribute(d, 9))
             .is_some_and(|v| v == 1);
-        Arch {
-            sm: (flags >> 8) & 0xff,
-            arch_specific: flags & 0x8 != 0 || compat,
-            family_specific: false,
-        }
+        let specific = flags & 0x8 != 0 || compat;
+        Arch { sm: (flags >> 8) & 0xff, variant: if specific { Variant::Arch } else { Variant::Base } }
     };
     let mut kernels = Vec::new();
     if let Ok(symbols) = sections.symbols(LE, data, elf::SHT_SYMTAB) {

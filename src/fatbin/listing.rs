@@ -23,7 +23,7 @@ use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::{Entry, Kind, Region};
+use super::{Entry, Kind, Region, Variant};
 use crate::hostelf::{self, Object, NV_FATBIN};
 
 /// What to list.
@@ -141,7 +141,7 @@ impl<'w> Lister<'w> {
                     let mut name = self.stem.clone();
                     name.push(b'.');
                     name.extend_from_slice(
-                        sm_name(info.arch.sm, info.arch.arch_specific, false).as_bytes(),
+                        sm_name(info.arch.sm, info.arch.variant == Variant::Arch, false).as_bytes(),
                     );
                     name.extend_from_slice(b".cubin");
                     self.line(b"ELF", self.counts.elf, &name)?;
@@ -213,11 +213,11 @@ impl<'w> Lister<'w> {
             }
             Kind::Ptx if self.options.ptx => {
                 self.counts.ptx += 1;
-                (&b"PTX"[..], &b"ptx"[..], self.counts.ptx, entry.arch.family_specific)
+                (&b"PTX"[..], &b"ptx"[..], self.counts.ptx, entry.arch.variant == Variant::Family)
             }
             _ => return Ok(()),
         };
-        let arch = sm_name(entry.arch.sm, entry.arch.arch_specific, f);
+        let arch = sm_name(entry.arch.sm, entry.arch.variant == Variant::Arch, f);
         let ident = entry.identifier.map(trim).filter(|i| !i.is_empty());
         let mut name = match ident {
             Some(ident) => stem(ident).to_vec(),
