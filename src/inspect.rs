@@ -239,8 +239,14 @@ struct Ctx<'r> {
 }
 
 /// Reports one unit (the file, or a thin archive's member `unit_member`).
-fn collect(object: &Object<'_>, unit_member: Option<&[u8]>, ctx: &Ctx<'_>, report: &mut FileReport) {
-    let name = |m: Option<&[u8]>| m.or(unit_member).map(|m| String::from_utf8_lossy(m).into_owned());
+fn collect(
+    object: &Object<'_>,
+    unit_member: Option<&[u8]>,
+    ctx: &Ctx<'_>,
+    report: &mut FileReport,
+) {
+    let name =
+        |m: Option<&[u8]>| m.or(unit_member).map(|m| String::from_utf8_lossy(m).into_owned());
     traverse::visit(object, &mut |part| match part {
         Part::Section { member, section, nobits } => {
             report.device_code |= !nobits;
@@ -287,7 +293,9 @@ fn collect(object: &Object<'_>, unit_member: Option<&[u8]>, ctx: &Ctx<'_>, repor
                     ptx: None,
                     decode_error: None,
                 }),
-                Err(e) => report.errors.push(traverse::prefixed(member.or(unit_member), &e.to_string())),
+                Err(e) => {
+                    report.errors.push(traverse::prefixed(member.or(unit_member), &e.to_string()))
+                }
             }
         }
         Part::Problem { member, error } => {

@@ -79,8 +79,12 @@ fn names(v: &Value) -> Vec<String> {
 
 /// The capability findings of an audit report (RUNPATH ones aside: nvcc
 /// links the CUDA runtime statically, which the RUNPATH checks see).
-const CAPABILITY_CHECKS: [&str; 4] =
-    ["no-code-for-capability", "ptx-only-capability", "missing-forward-compat-ptx", "unrequested-arch"];
+const CAPABILITY_CHECKS: [&str; 4] = [
+    "no-code-for-capability",
+    "ptx-only-capability",
+    "missing-forward-compat-ptx",
+    "unrequested-arch",
+];
 
 fn capability_findings(report: &Value) -> Vec<String> {
     report["findings"]
@@ -144,7 +148,8 @@ fn a_split_debug_file_is_not_damage_to_either() {
 fn lto_ir_means_every_architecture_with_lto_ir_in_both() {
     // `nvcc -dlto -rdc=true -c -arch=sm_80`: LTO-IR and PTX for sm_80 (cuobjdump
     // lists the PTX; the LTO-IR it does not list).
-    for (variant, file) in [("lto-ir", "lto_ptx.o"), ("lto-ir", "lto_only.o"), ("lto-ir", "liblto.a")]
+    for (variant, file) in
+        [("lto-ir", "lto_ptx.o"), ("lto-ir", "lto_only.o"), ("lto-ir", "liblto.a")]
     {
         let f = fixture(variant, file);
         let s = summary(&f, &[]);

@@ -341,7 +341,7 @@ fn log_report(log: &Logger, report: &Report<audit::FileFacts>) {
             Severity::Warning => Level::Warn,
             Severity::Info => Level::Info,
         };
-        log.log(level, &Msg::new("").p(&f.path).s(": [").s(&f.check).s("] ").s(&f.message));
+        log.log(level, &Msg::new("").p(&f.path).s(": [").s(f.check.id()).s("] ").s(&f.message));
     }
     for failure in &report.failures {
         log.error(&Msg::new("cannot examine ").s(failure));

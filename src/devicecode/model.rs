@@ -180,7 +180,7 @@ impl Serialize for DeviceCode {
             cubins: usize,
             ptx_files: usize,
             lto_ir_files: usize,
-            decoded: usize,
+            payloads_decoded: usize,
             scanned_containers: usize,
             #[serde(skip_serializing_if = "<[String]>::is_empty")]
             decode_errors: &'a [String],
@@ -194,7 +194,7 @@ impl Serialize for DeviceCode {
             cubins: self.cubins,
             ptx_files: self.ptx_files,
             lto_ir_files: self.lto_ir_files,
-            decoded: self.decoded,
+            payloads_decoded: self.decoded,
             scanned_containers: self.scanned_containers,
             decode_errors: &self.decode_errors,
         }
@@ -237,7 +237,10 @@ pub fn settle(
         match *leaf {
             Leaf::Cubin(info) => {
                 code.cubins += 1;
-                code.note_sass(info.arch, if info.is_link_stub() { Sass::LinkStub } else { Sass::Kernels });
+                code.note_sass(
+                    info.arch,
+                    if info.is_link_stub() { Sass::LinkStub } else { Sass::Kernels },
+                );
             }
             Leaf::Entry { entry, bundle } => match entry.kind {
                 Kind::Elf => {

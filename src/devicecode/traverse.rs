@@ -63,9 +63,10 @@ fn visit_in<'e, 'a>(
     match object {
         Object::Elf(elf) => {
             for section in &elf.sections {
-                let nobits = elf.errors.iter().any(
-                    |e| matches!(e, ReadError::NoBits { section: s } if *s == section.name),
-                ) && section.size == 0;
+                let nobits =
+                    elf.errors.iter().any(
+                        |e| matches!(e, ReadError::NoBits { section: s } if *s == section.name),
+                    ) && section.size == 0;
                 f(Part::Section { member, section, nobits });
                 f(Part::Region { member, section: section.name, region: &section.region });
             }
@@ -93,15 +94,15 @@ fn visit_in<'e, 'a>(
     }
 }
 
+/// What [`for_each_unit`] calls: the thin member's name (none for the file
+/// itself) and the unit, or why the member could not be read.
+pub type UnitFn<'f> = dyn FnMut(Option<&[u8]>, Result<&Object<'_>, String>) + 'f;
+
 /// Calls `unit` with the file's object, then, for a thin archive, with each
 /// member read from its own file (`Err`: why it could not be read, the
 /// member's path named). `path` is the file's path; without it (bytes only)
 /// a thin archive's members are not read.
-pub fn for_each_unit(
-    object: &Object<'_>,
-    path: Option<&Path>,
-    unit: &mut dyn FnMut(Option<&[u8]>, Result<&Object<'_>, String>),
-) {
+pub fn for_each_unit(object: &Object<'_>, path: Option<&Path>, unit: &mut UnitFn<'_>) {
     unit(None, Ok(object));
     let (Object::Archive(members), Some(archive)) = (object, path) else { return };
     for m in members.iter().filter(|m| m.thin) {
@@ -191,7 +192,8 @@ pub fn collect<'e, 'a>(object: &'e Object<'a>) -> (Vec<Leaf<'e, 'a>>, Vec<String
         Part::Section { .. } => {}
         Part::Region { member, section, region } => {
             leaves(&region.containers, &mut out);
-            damage.extend(region.errors.iter().map(|e| prefixed(member, &format!("{section}: {e}"))));
+            damage
+                .extend(region.errors.iter().map(|e| prefixed(member, &format!("{section}: {e}"))));
         }
         Part::Cubin { member, info } => match info {
             Ok(info) => out.push(Leaf::Cubin(info)),

@@ -81,7 +81,10 @@ pub fn read_cubin(data: &[u8]) -> Result<CubinInfo, CubinError> {
     let os_abi = ident.os_abi.0;
     let sections = header.sections(LE, data).map_err(elf_err)?;
     let arch = if os_abi == OSABI_OLD {
-        Arch { sm: flags & 0xff, variant: if flags & 0x800 != 0 { Variant::Arch } else { Variant::Base } }
+        Arch {
+            sm: flags & 0xff,
+            variant: if flags & 0x800 != 0 { Variant::Arch } else { Variant::Base },
+        }
     } else {
         let compat = sections
             .section_by_name(LE, b".nv.compat")
@@ -89,7 +92,10 @@ pub fn read_cubin(data: &[u8]) -> Result<CubinInfo, CubinError> {
             .and_then(|d| compat_attribute(d, 9))
             .is_some_and(|v| v == 1);
         let specific = flags & 0x8 != 0 || compat;
-        Arch { sm: (flags >> 8) & 0xff, variant: if specific { Variant::Arch } else { Variant::Base } }
+        Arch {
+            sm: (flags >> 8) & 0xff,
+            variant: if specific { Variant::Arch } else { Variant::Base },
+        }
     };
     let mut kernels = Vec::new();
     if let Ok(symbols) = sections.symbols(LE, data, elf::SHT_SYMTAB) {

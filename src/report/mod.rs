@@ -55,8 +55,9 @@ impl<F: Serialize> Report<F> {
         failures: Vec<String>,
         baselined: usize,
     ) -> Self {
-        findings
-            .sort_by(|a, b| (&a.path, &a.check, &a.message).cmp(&(&b.path, &b.check, &b.message)));
+        findings.sort_by(|a, b| {
+            (&a.path, a.check.id(), &a.message).cmp(&(&b.path, b.check.id(), &b.message))
+        });
         let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
         let summary = Summary {
             files: files.len(),
