@@ -7,7 +7,6 @@
 //! entries, and add their findings next to it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{self, Write};
 use std::path::Path;
 
 use crate::devicecode::model::ptx_has_entry;
@@ -487,99 +486,50 @@ pub fn summarise<'r>(entries: impl IntoIterator<Item = &'r EntryReport>, deep: b
     s
 }
 
-fn archs(set: &BTreeSet<Arch>) -> String {
-    let mut v: Vec<&Arch> = set.iter().collect();
-    v.sort_by_key(|a| (a.sm, a.variant));
-    v.iter().map(|a| a.name()).collect::<Vec<_>>().join(" ")
-}
-
-fn bytes(n: u64) -> String {
-    match n {
-        n if n >= 10 << 20 => format!("{} MiB", n >> 20),
-        n if n >= 10 << 10 => format!("{} KiB", n >> 10),
-        n => format!("{n} B"),
+/// `--summary`'s reports of files and folders: folders walked in parallel
+/// (files without device code and without damage left out), a `result` link
+/// to a folder entered and its files named under the link, as the audit
+/// does. Returns the reports, and the walk's errors (`path: reason`).
+pub fn inspect_paths(
+    paths: &[std::path::PathBuf],
+    options: Options,
+) -> (Vec<FileReport>, Vec<String>) {
+    let mut reports = Vec::new();
+    let mut errors = Vec::new();
+    for path in paths {
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            // A path that cannot be read is reported like a damaged file.
+            reports.push(inspect_path(path, options));
+            continue;
+        }
+        let root = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        let shown = |p: &Path| match p.strip_prefix(&root) {
+            Ok(rel) if root != *path => path.join(rel),
+            _ => p.to_path_buf(),
+        };
+        let walked = crate::walk::walk(&root, &crate::walk::Options::default(), |p, kind| {
+            if !kind.file_type.is_file() {
+                return None;
+            }
+            let mut r = inspect_path(p, options);
+            r.path = shown(p).to_string_lossy().into_owned();
+            (r.device_code || !r.errors.is_empty() && r.format != "other").then_some(r)
+        });
+        errors.extend(walked.errors.iter().map(|e| e.to_string()));
+        reports.extend(walked.items.into_iter().map(|(_, r)| r));
     }
+    (reports, errors)
 }
 
-/// A path fit for a terminal: control characters (a newline in a file
-/// name, an escape sequence) are shown escaped, not sent.
-pub fn sanitize(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
-        .collect()
-}
-
-/// Writes the human summary of one file.
-pub fn write_text(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
-    let s = &r.summary;
-    let path = sanitize(&r.path);
-    if r.format == "error" {
-        writeln!(out, "{}: not read", path)?;
-    } else if !r.device_code {
-        writeln!(out, "{}: no device code ({})", path, r.format)?;
+/// `--summary`'s exit status: 2 when a path could not be read (or walked),
+/// else 1 when a file's device code is damaged, else 0.
+pub fn exit_status(reports: &[FileReport], walk_errors: usize) -> u8 {
+    use crate::cli::{EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK};
+    if walk_errors > 0 || reports.iter().any(|r| r.format == "error") {
+        EXIT_FAILURE
+    } else if reports.iter().any(|r| !r.errors.is_empty()) {
+        EXIT_FINDINGS
     } else {
-        writeln!(
-            out,
-            "{}: {}, {} fatbin section(s), {} cubin(s), {} PTX",
-            path,
-            r.format,
-            r.sections.len(),
-            s.cubins,
-            s.ptx_files
-        )?;
-        if !s.sass.is_empty() {
-            writeln!(out, "  SASS:           {}", archs(&s.sass))?;
-        }
-        if !s.ptx.is_empty() {
-            writeln!(out, "  PTX:            {}", archs(&s.ptx))?;
-        }
-        if !s.link_stub_only.is_empty() {
-            writeln!(out, "  link stub only: {}", archs(&s.link_stub_only))?;
-        }
-        if !s.ptx_without_entries.is_empty() {
-            writeln!(out, "  PTX, no entry:  {}", archs(&s.ptx_without_entries))?;
-        }
-        if !s.lto_ir.is_empty() {
-            writeln!(out, "  LTO-IR:         {}", archs(&s.lto_ir))?;
-        }
-        let codecs: Vec<String> =
-            s.codecs.iter().map(|(c, n)| format!("{} {n}", c.name())).collect();
-        if !codecs.is_empty() {
-            writeln!(
-                out,
-                "  codecs:         {}; {} stored, {} plain",
-                codecs.join(", "),
-                bytes(s.stored_bytes),
-                bytes(s.plain_bytes)
-            )?;
-        }
-        if !s.deep {
-            writeln!(out, "  (headers only: link stubs not told apart)")?;
-        }
-    }
-    if let Some(scanned) = &r.scanned {
-        let sum = summarise(scanned.iter(), s.deep);
-        writeln!(
-            out,
-            "  scan: {} entries outside the fatbin sections (SASS: {}; PTX: {})",
-            scanned.len(),
-            archs(&sum.sass),
-            archs(&sum.ptx)
-        )?;
-    }
-    for e in &r.errors {
-        writeln!(out, "  error: {e}")?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::sanitize;
-
-    #[test]
-    fn control_characters_in_paths_are_escaped() {
-        assert_eq!(sanitize("lib\nx\u{1b}[31m.so"), "lib\\nx\\u{1b}[31m.so");
-        assert_eq!(sanitize("plain/é.so"), "plain/é.so");
+        EXIT_OK
     }
 }

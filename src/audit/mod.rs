@@ -10,6 +10,7 @@
 
 pub mod checks;
 pub mod dynamic;
+pub mod policy;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

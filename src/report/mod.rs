@@ -4,8 +4,11 @@
 //! audit serialises), findings, and per-file failures (files the tool could
 //! not read: reported, counted, never silently dropped).
 
+pub mod buildlog;
+pub mod device;
 pub mod github;
 pub mod sarif;
+pub mod summary;
 pub mod text;
 
 use std::io::{self, Write};
@@ -68,6 +71,21 @@ impl<F: Serialize> Report<F> {
             baselined,
         };
         Report { files, findings, failures, summary }
+    }
+}
+
+impl<F: Serialize> Report<F> {
+    /// The audit's exit status: 2 when a file could not be examined, 1 for
+    /// error findings (not baselined), else 0.
+    pub fn exit_status(&self) -> u8 {
+        use crate::cli::{EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK};
+        if self.summary.failures > 0 {
+            EXIT_FAILURE
+        } else if self.summary.errors > 0 {
+            EXIT_FINDINGS
+        } else {
+            EXIT_OK
+        }
     }
 }
 
