@@ -27,42 +27,7 @@ use nix_cuda_hooks::cli::{self, EXIT_FAILURE, EXIT_OK};
 use nix_cuda_hooks::fatbin::listing::{self, ListOptions};
 use nix_cuda_hooks::inspect;
 use nix_cuda_hooks::log::{Logger, Msg};
-use nix_cuda_hooks::report::{self, Report};
-
-/// Report format of the audit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum Format {
-    /// Grouped per file, for people (colour on a terminal).
-    Text,
-    /// One JSON document (schema in docs/cuda-elf-inspect.md).
-    Json,
-    /// SARIF 2.1.0, for code-scanning services.
-    Sarif,
-    /// GitHub Actions workflow commands (annotations).
-    Github,
-}
-
-impl Format {
-    fn name(self) -> &'static str {
-        match self {
-            Format::Text => "text",
-            Format::Json => "json",
-            Format::Sarif => "sarif",
-            Format::Github => "github",
-        }
-    }
-}
-
-/// When to colour text output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum Color {
-    /// On a terminal, unless NO_COLOR is set.
-    Auto,
-    /// Always.
-    Always,
-    /// Never.
-    Never,
-}
+use nix_cuda_hooks::report::{self, Color, Format, Report};
 
 /// Audit the GPU code, NEEDED libraries and RUNPATHs of built files, or list
 /// their device code like cuobjdump.
@@ -226,23 +191,13 @@ fn run_audit(args: &Args) -> anyhow::Result<u8> {
     if log.in_build() {
         report::buildlog::write(&log, &report);
     }
-    let mut out = io::stdout().lock();
-    match args.format {
-        Format::Json => report::json(&mut out, &report)?,
-        Format::Sarif => report::sarif::write(&mut out, &report)?,
-        Format::Github => report::github::write(&mut out, &report)?,
-        Format::Text if log.in_build() => {}
-        Format::Text => {
-            let color = match args.color {
-                Color::Always => true,
-                Color::Never => false,
-                Color::Auto => io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-            };
-            report::device::write(&mut out, &report)?;
-            report::text::write(&mut out, &report, color)?;
-        }
+    // Inside a build the log lines are the text report.
+    if !(log.in_build() && args.format == Format::Text) {
+        let color = args.color.enabled(io::stdout().is_terminal());
+        let mut out = io::stdout().lock();
+        report::write(&mut out, &report, args.format, color)?;
+        out.flush()?;
     }
-    out.flush()?;
     Ok(report.exit_status())
 }
 
@@ -268,29 +223,12 @@ fn summary(args: &Args) -> anyhow::Result<u8> {
     Ok(inspect::exit_status(&reports, errors.len()))
 }
 
-/// The cuobjdump-compatible listing. Several paths are listed one after the
-/// other as separate cuobjdump runs would (counters restart per file); the
-/// status is 1 if any run would fail, else 255 if any had no device code.
+/// The cuobjdump-compatible listing (messages name the program as called).
 fn list(args: &Args, prog: &str) -> anyhow::Result<u8> {
     let cwd = std::env::current_dir().context("current folder")?;
     let options = ListOptions { elf: args.list_elf, ptx: args.list_ptx, all: args.all_fatbin };
     let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
-    let mut status = 0u8;
-    for path in &args.paths {
-        let outcome = listing::list_path(&mut out, path, &cwd, options)?;
-        out.flush()?;
-        let mut err = io::stderr().lock();
-        for m in &outcome.messages {
-            err.write_all(&m.line(prog))?;
-        }
-        status = match (status, outcome.status) {
-            (1, _) | (_, 1) => 1,
-            (255, _) | (_, 255) => 255,
-            _ => 0,
-        };
-    }
-    out.flush()?;
-    Ok(status)
+    Ok(listing::list_paths(&mut out, &mut io::stderr(), &args.paths, &cwd, options, prog)?)
 }
 
 #[cfg(test)]

@@ -333,6 +333,35 @@ pub fn list_path(
     Ok(conclude(counts, options, &display))
 }
 
+/// Lists several paths one after the other, as separate cuobjdump runs
+/// would (counters restart per file): lines to `out`, each file's messages
+/// to `err` after its lines (`prog` names the program in them). The status
+/// is 1 if any run would fail, else 255 if any had no device code, else 0.
+pub fn list_paths(
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    paths: &[std::path::PathBuf],
+    cwd: &Path,
+    options: ListOptions,
+    prog: &str,
+) -> io::Result<u8> {
+    let mut status = 0u8;
+    for path in paths {
+        let outcome = list_path(out, path, cwd, options)?;
+        out.flush()?;
+        for m in &outcome.messages {
+            err.write_all(&m.line(prog))?;
+        }
+        status = match (status, outcome.status) {
+            (1, _) | (_, 1) => 1,
+            (255, _) | (_, 255) => 255,
+            _ => 0,
+        };
+    }
+    out.flush()?;
+    Ok(status)
+}
+
 /// The closing messages and status for a listing that produced `counts`.
 pub fn conclude(counts: Counts, options: ListOptions, display: &[u8]) -> Outcome {
     let mut messages = Vec::new();

@@ -17,6 +17,72 @@ use serde::Serialize;
 
 use crate::finding::{Finding, Severity};
 
+/// Report format of the audit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Grouped per file, for people (colour on a terminal).
+    Text,
+    /// One JSON document (schema in docs/cuda-elf-inspect.md).
+    Json,
+    /// SARIF 2.1.0, for code-scanning services.
+    Sarif,
+    /// GitHub Actions workflow commands (annotations).
+    Github,
+}
+
+impl Format {
+    /// The name as `--format` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Json => "json",
+            Format::Sarif => "sarif",
+            Format::Github => "github",
+        }
+    }
+}
+
+/// When to colour text output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Color {
+    /// On a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl Color {
+    /// Whether to colour, given whether the output is a terminal.
+    pub fn enabled(self, terminal: bool) -> bool {
+        match self {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => terminal && std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
+}
+
+/// Writes an audit report in `format` (text: the device-code section, then
+/// the findings grouped per file).
+pub fn write(
+    out: &mut dyn Write,
+    report: &Report<crate::audit::FileFacts>,
+    format: Format,
+    color: bool,
+) -> io::Result<()> {
+    match format {
+        Format::Json => json(out, report),
+        Format::Sarif => sarif::write(out, report),
+        Format::Github => github::write(out, report),
+        Format::Text => {
+            device::write(out, report)?;
+            text::write(out, report, color)
+        }
+    }
+}
+
 /// The tool name reports carry.
 pub const TOOL: &str = "cuda-elf-inspect";
 
