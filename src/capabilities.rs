@@ -4,7 +4,8 @@
 //! runs on which GPU.
 //!
 //! The rules live here and nowhere else; checks ask [`runs_on`] and
-//! [`coverage`]. Sources: ../shared/reference/cuda-capabilities.md, the CUDA
+//! [`coverage`]. Sources: the Nixpkgs table (`capabilities.tsv`),
+//! docs/cuda-elf-inspect.md ("Audit", the capability rules), the CUDA
 //! C++ Programming Guide ("Binary Compatibility", "PTX Compatibility") and the
 //! Blackwell compatibility guide's family-specific section; tests cite them.
 

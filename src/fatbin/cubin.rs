@@ -1,7 +1,7 @@
 //! A look inside decompressed payloads (deep mode) and bare cubin files.
 //!
 //! Cubins are ELF files with `e_machine` 190 (EM_CUDA) in one of two ABIs
-//! (`../shared/reference/fatbin.md`, "Inside a cubin"):
+//! (`docs/fatbin-format.md`, "Inside a cubin"):
 //! - old (`EI_OSABI` 0x33, ABI version 7): SM in `e_flags & 0xff`, virtual SM
 //!   in bits 16..24, `a` in bit 0x800;
 //! - new (0x41, ABI version 8; every CUDA 13 cubin): SM in bits 8..16; `a` is

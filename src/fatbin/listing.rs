@@ -1,6 +1,6 @@
 //! cuobjdump's `--list-elf` / `--list-ptx` output, byte for byte.
 //!
-//! The rules (`../shared/reference/fatbin.md`, "cuobjdump's listing", checked
+//! The rules (`docs/fatbin-format.md`, "cuobjdump's listing", checked
 //! against the live cuobjdump 13.5 by `tests/cuobjdump_parity.rs`):
 //! - one line per entry, `ELF file %4d: NAME` / `PTX file %4d: NAME`, in file
 //!   order; the two counters are separate, 1-based, and run over the whole

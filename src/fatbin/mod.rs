@@ -5,7 +5,7 @@
 //! LTO-IR, `--concat` bundles). Listing needs only the headers, which are
 //! borrowed from the caller's bytes (an mmap) without copying; decompression
 //! ([`codec`]) and the look inside cubins and PTX ([`cubin`]) happen only on
-//! request. Format facts: `../shared/reference/fatbin.md`.
+//! request. Format facts: `docs/fatbin-format.md`.
 
 pub mod codec;
 pub mod container;
