@@ -107,6 +107,9 @@ checks! {
     RpathInsteadOfRunpath = "rpath-instead-of-runpath", Warning, "entry",
         "DT_RPATH is searched before LD_LIBRARY_PATH and inherited by dependencies, unlike DT_RUNPATH",
         "link with --enable-new-dtags, or let auto-add-driver-runpath convert it";
+    DeviceCodeNotScanned = "device-code-not-scanned", Warning, "",
+        "fatbin containers lie outside the fatbin sections (cuFFT keeps thousands in .ldata) and were not read: the capability checks cannot see them",
+        "audit with --scan, which reads every container outside the sections";
     MixedCudartVersions = "mixed-cudart-versions", Warning, "library",
         "one tree links two major versions of the CUDA runtime: two runtimes in one process",
         "build every component against the same cudaPackages set";

@@ -82,9 +82,14 @@ pub struct ElfObject<'a> {
     pub sections: Vec<FatbinSection<'a>>,
     /// Sections that could not be read.
     pub errors: Vec<ReadError>,
-    /// File ranges `[start, end)` of executable sections (host code, never
-    /// a fatbin the CUDA runtime reads): the container scan skips them.
-    pub code: Vec<(u64, u64)>,
+    /// File ranges `[start, end)` of sections that cannot hold a fatbin the
+    /// CUDA runtime reads: executable ones (host code) and those not loaded
+    /// at run time (no SHF_ALLOC: symbols, debug info). The container scan
+    /// skips them.
+    pub no_fatbin: Vec<(u64, u64)>,
+    /// File ranges of the other sections with bytes (loaded data: `.data`,
+    /// `.rodata`, cuFFT's `.ldata`), fatbin sections included.
+    pub data: Vec<(u64, u64)>,
 }
 
 /// One fatbin section of a host ELF file.
@@ -189,11 +194,16 @@ fn parse_elf<'a, H: FileHeader<Endian = LE>>(
     let sections = header.sections(LE, data).map_err(e)?;
     let mut object = ElfObject::default();
     for (index, section) in sections.iter().enumerate() {
-        let executable = section.sh_flags(LE).0 & elf::SHF_EXECINSTR.0 != 0;
-        if executable && section.sh_type(LE) != elf::SHT_NOBITS {
+        let flags = section.sh_flags(LE).0;
+        let loaded_data = flags & elf::SHF_EXECINSTR.0 == 0 && flags & elf::SHF_ALLOC.0 != 0;
+        if section.sh_type(LE) != elf::SHT_NOBITS {
             let start = base.saturating_add(section.sh_offset(LE).into());
-            object.code.push((start, start.saturating_add(section.sh_size(LE).into())));
-            continue;
+            let range = (start, start.saturating_add(section.sh_size(LE).into()));
+            if loaded_data {
+                object.data.push(range);
+            } else {
+                object.no_fatbin.push(range);
+            }
         }
         let name = match sections.section_name(LE, section) {
             Ok(n) if n == NV_FATBIN.as_bytes() => NV_FATBIN,

@@ -149,6 +149,20 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
     }
 }
 
+/// Device code outside the fatbin sections that the audit saw and did not
+/// read (`--scan` reads it): its other findings are about the sections only.
+pub fn scan_coverage(path: &Path, dev: &DeviceCode, out: &mut Vec<Finding>) {
+    if let Some(offset) = dev.unscanned {
+        out.push(Finding::new(
+            CheckId::DeviceCodeNotScanned,
+            path,
+            format!(
+                "fatbin containers lie outside the fatbin sections (one at offset {offset:#x}); they were not read, so the capability checks see only the sections: run with --scan"
+            ),
+        ));
+    }
+}
+
 /// Capability coverage of the device code against the requested list.
 pub fn capabilities(path: &Path, dev: &DeviceCode, policy: &Policy, out: &mut Vec<Finding>) {
     let Some(req) = &policy.requested else { return };
@@ -329,6 +343,7 @@ mod tests {
             build_dirs: vec!["/build".into(), "/tmp/nix-build-x".into()],
             store_dir: "/nix/store".into(),
             system_lib_dirs: false,
+            scan: false,
             resolver: Default::default(),
         }
     }
@@ -485,6 +500,17 @@ mod tests {
             &mut out,
         );
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn unread_containers_are_reported() {
+        let cases = [(None, vec![]), (Some(0x885560u64), vec!["device-code-not-scanned"])];
+        for (unscanned, want) in cases {
+            let dev = DeviceCode { unscanned, ..DeviceCode::default() };
+            let mut out = Vec::new();
+            scan_coverage(Path::new("/x"), &dev, &mut out);
+            assert_eq!(ids(&out), want);
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::capabilities::Request;
-use crate::devicecode::{self, Depth, DeviceCode};
+use crate::devicecode::{self, Depth, DeviceCode, Scan};
 use crate::finding::Finding;
 use crate::hostelf::{self, Object};
 use crate::walk;
@@ -38,6 +38,10 @@ pub struct Policy {
     pub store_dir: PathBuf,
     /// Search the host's default library folders for store files too.
     pub system_lib_dirs: bool,
+    /// Search every file whole for fatbin containers outside the fatbin
+    /// sections (`--scan`); otherwise only the start of each data section
+    /// is probed, and containers found there are reported unread.
+    pub scan: bool,
     /// Library resolution, shared by the files of a run (it remembers what
     /// it has probed).
     pub resolver: std::sync::Arc<crate::linkage::Resolver>,
@@ -125,7 +129,8 @@ pub fn audit_file(
         || {
             let object = hostelf::parse_with(&data, &mut |p| data.release(p))
                 .map_err(|e| format!("{}: {e}", shown.display()))?;
-            let read = devicecode::read(&data, &object, Some(path), Depth::PerArch, true, &release);
+            let scan = if policy.scan { Scan::Full } else { Scan::Probe };
+            let read = devicecode::read(&data, &object, Some(path), Depth::PerArch, scan, &release);
             Ok::<_, String>((object.format(), matches!(object, Object::Elf(_)), read))
         },
         || is_elf.then(|| dynamic::facts(&data, &release)),
@@ -152,6 +157,7 @@ pub fn audit_file(
         checks::needed(path, d, policy, &mut findings);
     }
     if has_device {
+        checks::scan_coverage(path, &dev, &mut findings);
         checks::capabilities(path, &dev, policy, &mut findings);
         facts.device = Some(dev);
     }

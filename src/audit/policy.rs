@@ -23,6 +23,8 @@ pub struct Flags {
     pub driver_link: String,
     /// `--system-lib-dirs`.
     pub system_lib_dirs: bool,
+    /// `--scan`.
+    pub scan: bool,
 }
 
 /// Why the policy cannot be built.
@@ -74,6 +76,7 @@ pub fn from_flags(flags: &Flags, env: &BuildEnv) -> Result<Policy, PolicyError> 
         build_dirs: build_dirs(env),
         store_dir: PathBuf::from(env.store_dir()),
         system_lib_dirs: flags.system_lib_dirs,
+        scan: flags.scan,
         resolver: Default::default(),
     })
 }

@@ -89,8 +89,10 @@ struct Args {
     /// stubs are not told apart from code).
     #[arg(long)]
     headers_only: bool,
-    /// With --summary: also find fatbin containers outside the fatbin
-    /// sections (cuFFT keeps thousands in `.data`); reported separately.
+    /// Also read fatbin containers outside the fatbin sections (cuFFT keeps
+    /// thousands in `.ldata`): the audit checks them (without it, it probes
+    /// the start of each data section and reports what it did not read);
+    /// --summary lists them separately.
     #[arg(long)]
     scan: bool,
     /// Outside a build, log more on stderr (-v warnings, -vvv infos).
@@ -159,6 +161,7 @@ fn run_audit(args: &Args) -> anyhow::Result<u8> {
         cuda_version: args.cuda_version.clone(),
         driver_link: args.driver_link.clone(),
         system_lib_dirs: args.system_lib_dirs,
+        scan: args.scan,
     };
     let policy = policy::from_flags(&flags, &env)?;
     let paths = if args.paths.is_empty() {

@@ -28,17 +28,29 @@ pub struct Read {
     pub damage: Vec<String>,
 }
 
+/// How to look for containers outside the fatbin sections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scan {
+    /// Not at all.
+    None,
+    /// The start of each data section only ([`traverse::probe`]): what is
+    /// found there is not read, but recorded ([`DeviceCode::unscanned`]).
+    Probe,
+    /// Every byte outside the sections, host code and unloaded sections
+    /// ([`traverse::scan`]); what is found is read into the model.
+    Full,
+}
+
 /// Builds the model of a parsed file. `data` is the whole file (for the
 /// container scan), `path` its path (a thin archive's members are read
-/// from the files next to it). With `scan`, containers outside the fatbin
-/// sections are searched for and included. `release` is told which bytes of
-/// `data` are read (see [`crate::hostelf::Mapped::release`]).
+/// from the files next to it). `release` is told which bytes of `data` are
+/// read (see [`crate::hostelf::Mapped::release`]).
 pub fn read<'a>(
     data: &'a [u8],
     object: &Object<'a>,
     path: Option<&Path>,
     depth: Depth,
-    scan: bool,
+    scan: Scan,
     release: &dyn Fn(&[u8]),
 ) -> Read {
     let budget = codec::Budget::per_file();
@@ -51,7 +63,10 @@ pub fn read<'a>(
         }
         Err(e) => out.damage.push(traverse::prefixed(member, &e)),
     });
-    if scan {
+    if scan == Scan::Probe {
+        out.code.unscanned = traverse::probe(data, object);
+    }
+    if scan == Scan::Full {
         let containers = traverse::scan(data, object, &mut |p| release(p));
         out.code.scanned_containers = containers.len();
         let mut leaves = Vec::new();

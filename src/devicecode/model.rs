@@ -90,6 +90,10 @@ pub struct DeviceCode {
     pub decoded: usize,
     /// Containers found outside the fatbin sections (and included here).
     pub scanned_containers: usize,
+    /// The file offset of a container outside the fatbin sections that a
+    /// probe found and nobody read (see [`super::Scan::Probe`]): the model
+    /// is then incomplete, and says so.
+    pub unscanned: Option<u64>,
     /// Payloads that could not be decoded (their architecture stays
     /// [`Sass::Unknown`] / [`Ptx::Unknown`]).
     pub decode_errors: Vec<String>,
@@ -142,9 +146,10 @@ impl DeviceCode {
         self.select(|c| c.lto_ir)
     }
 
-    /// Whether the file carries any device code (entries of any kind).
+    /// Whether the file carries no device code (no entry of any kind, and
+    /// none seen outside the sections unread).
     pub fn is_empty(&self) -> bool {
-        self.cubins + self.ptx_files + self.lto_ir_files == 0
+        self.cubins + self.ptx_files + self.lto_ir_files == 0 && self.unscanned.is_none()
     }
 
     /// Whether anything can run: a kernel in SASS or PTX (or code not looked
@@ -182,6 +187,8 @@ impl Serialize for DeviceCode {
             lto_ir_files: usize,
             payloads_decoded: usize,
             scanned_containers: usize,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            unscanned_container: Option<u64>,
             #[serde(skip_serializing_if = "<[String]>::is_empty")]
             decode_errors: &'a [String],
         }
@@ -196,6 +203,7 @@ impl Serialize for DeviceCode {
             lto_ir_files: self.lto_ir_files,
             payloads_decoded: self.decoded,
             scanned_containers: self.scanned_containers,
+            unscanned_container: self.unscanned,
             decode_errors: &self.decode_errors,
         }
         .serialize(s)
@@ -206,11 +214,21 @@ impl Serialize for DeviceCode {
 /// (after a blank or a line start, before a blank). A byte search, not a
 /// parse: PTX files reach megabytes.
 pub fn ptx_has_entry(text: &[u8]) -> bool {
+    entry_in(text, true)
+}
+
+/// [`ptx_has_entry`] on one window of a streamed text ([`codec::search_plain`]):
+/// only the first window may match at its very start (later ones begin
+/// with the previous window's tail, where the byte before is not known).
+fn entry_in(text: &[u8], first: bool) -> bool {
     memchr::memmem::find_iter(text, b".entry").any(|at| {
         let before = at.checked_sub(1).and_then(|i| text.get(i));
         let after = text.get(at + 6);
-        before.is_none_or(|b| b.is_ascii_whitespace())
-            && after.is_some_and(|b| b.is_ascii_whitespace())
+        (if first {
+            before.is_none_or(|b| b.is_ascii_whitespace())
+        } else {
+            before.is_some_and(|b| b.is_ascii_whitespace())
+        }) && after.is_some_and(|b| b.is_ascii_whitespace())
     })
 }
 
@@ -221,8 +239,10 @@ pub fn ptx_has_entry(text: &[u8]) -> bool {
 ///
 /// Per architecture: SASS already known to hold kernels is not read again;
 /// one cubin over [`STUB_MAX_BYTES`] settles it unread; otherwise the
-/// largest first (the likeliest to hold a kernel), until one does. PTX: in
-/// file order until one has an entry.
+/// largest first (the likeliest to hold a kernel), until one does. PTX: a
+/// PTX beside such a cubin (same container: the same translation unit)
+/// settles its architecture unread; otherwise the largest first, searched
+/// (streamed) up to its first `.entry`.
 pub fn settle(
     code: &mut DeviceCode,
     leaves: &[Leaf<'_, '_>],
@@ -242,13 +262,18 @@ pub fn settle(
                     if info.is_link_stub() { Sass::LinkStub } else { Sass::Kernels },
                 );
             }
-            Leaf::Entry { entry, bundle } => match entry.kind {
+            Leaf::Entry { entry, bundle, beside_code } => match entry.kind {
                 Kind::Elf => {
                     code.cubins += 1;
                     cubins.entry(entry.arch).or_default().push((entry, bundle));
                 }
                 Kind::Ptx => {
                     code.ptx_files += 1;
+                    // The PTX of a unit whose cubin is too large for a stub
+                    // is that unit's kernels, compiled to PTX: code, unread.
+                    if beside_code && depth != Depth::Headers {
+                        code.note_ptx(entry.arch, Ptx::Entries);
+                    }
                     ptx.entry(entry.arch).or_default().push((entry, bundle));
                 }
                 Kind::LtoIr => {
@@ -298,14 +323,22 @@ pub fn settle(
         }
         code.note_sass(arch, found);
     }
-    for (arch, list) in ptx {
+    for (arch, mut list) in ptx {
         if code.archs.get(&arch).and_then(|c| c.ptx) == Some(Ptx::Entries) {
             continue;
         }
+        // The largest first: a kernel's PTX is the likeliest to be large, and
+        // the search stops at its first `.entry` (CUDA 13's cuRAND keeps
+        // 2.4 MB PTX files beside 56-byte empty ones).
+        list.sort_by_key(|(e, _)| std::cmp::Reverse(e.plain_size()));
         let mut found = Ptx::NoEntries;
         for (entry, bundle) in list {
             code.decoded += 1;
-            let outcome = with_plain(entry, bundle, budget, |bytes| Ok(ptx_has_entry(bytes)));
+            let outcome = match bundle {
+                Some(_) => with_plain(entry, bundle, budget, |bytes| Ok(ptx_has_entry(bytes))),
+                None => codec::search_plain(entry, budget, 8, &mut |w, first| entry_in(w, first))
+                    .map_err(|e| e.to_string()),
+            };
             release_payload(entry, bundle, release);
             match outcome {
                 Ok(true) => {
@@ -352,6 +385,13 @@ mod tests {
 
     fn arch(sm: u32, variant: Variant) -> Arch {
         Arch { sm, variant }
+    }
+
+    #[test]
+    fn windows_after_the_first_need_the_byte_before() {
+        assert!(entry_in(b".entry k", true));
+        assert!(!entry_in(b".entry k", false));
+        assert!(entry_in(b"ab .entry k", false));
     }
 
     #[test]

@@ -121,13 +121,14 @@ pub fn for_each_unit(object: &Object<'_>, path: Option<&Path>, unit: &mut UnitFn
 }
 
 /// The file ranges a container scan leaves out: the fatbin sections (read
-/// already), executable sections (host code), and everything for a raw
-/// fatbin or a bare cubin (the whole file is device code already read).
+/// already), executable and not-loaded sections (host code, symbols, debug
+/// info), and everything for a raw fatbin or a bare cubin (the whole file is
+/// device code already read).
 pub fn scan_skip(object: &Object<'_>) -> Vec<(u64, u64)> {
     let mut skip = Vec::new();
     match object {
         Object::Elf(elf) => {
-            skip.extend(elf.code.iter().copied());
+            skip.extend(elf.no_fatbin.iter().copied());
             skip.extend(elf.sections.iter().map(|s| (s.offset, s.offset.saturating_add(s.size))));
         }
         Object::Archive(members) => {
@@ -155,6 +156,39 @@ pub fn scan<'a>(
     crate::fatbin::container::scan_with(data, 0, &scan_skip(object), walked)
 }
 
+/// How much of each stretch a scan would search [`probe`] reads: the
+/// start of a data section, where cuFFT 11.4's first container sits (6 KiB
+/// into its 280 MB `.ldata`).
+pub const PROBE_BYTES: u64 = 64 << 10;
+
+/// The cheap form of [`scan`] the audit runs by default: the first
+/// [`PROBE_BYTES`] of every stretch a scan would search. Returns the file
+/// offset of the first container found, if any: then fatbins lie outside
+/// the sections and only a full scan reads them all.
+pub fn probe(data: &[u8], object: &Object<'_>) -> Option<u64> {
+    let skip = scan_skip(object);
+    let mut windows = Vec::new();
+    data_sections(object, &mut windows);
+    windows.retain(|(start, _)| !skip.iter().any(|(s, e)| start >= s && start < e));
+    let windows: Vec<(u64, u64)> =
+        windows.into_iter().map(|(s, e)| (s, e.min(s.saturating_add(PROBE_BYTES)))).collect();
+    crate::fatbin::container::probe(data, &windows)
+}
+
+fn data_sections(object: &Object<'_>, out: &mut Vec<(u64, u64)>) {
+    match object {
+        Object::Elf(elf) => out.extend(elf.data.iter().copied()),
+        Object::Archive(members) => {
+            for m in members {
+                if let Ok(inner) = &m.object {
+                    data_sections(inner, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// One piece of device code: an entry (a `--concat` bundle's part comes
 /// with its bundle, which holds the bytes) or a bare cubin.
 #[derive(Debug, Clone, Copy)]
@@ -165,6 +199,9 @@ pub enum Leaf<'e, 'a> {
         entry: &'e Entry<'a>,
         /// The `--concat` bundle holding it.
         bundle: Option<&'e Entry<'a>>,
+        /// Its container (one translation unit's code) also holds a cubin
+        /// too large to be a link stub: the unit has kernels.
+        beside_code: bool,
     },
     /// A bare cubin's header.
     Cubin(&'e CubinInfo),
@@ -172,12 +209,19 @@ pub enum Leaf<'e, 'a> {
 
 /// The leaves of some containers, bundles replaced by their parts.
 pub fn leaves<'e, 'a>(containers: &'e [Container<'a>], out: &mut Vec<Leaf<'e, 'a>>) {
+    let big_cubin =
+        |e: &Entry<'_>| e.kind == Kind::Elf && e.plain_size() > super::model::STUB_MAX_BYTES;
     for c in containers {
+        let beside_code = c.entries.iter().any(|e| big_cubin(e) || e.parts.iter().any(big_cubin));
         for e in &c.entries {
             if e.kind == Kind::Concat {
-                out.extend(e.parts.iter().map(|p| Leaf::Entry { entry: p, bundle: Some(e) }));
+                out.extend(e.parts.iter().map(|p| Leaf::Entry {
+                    entry: p,
+                    bundle: Some(e),
+                    beside_code,
+                }));
             } else {
-                out.push(Leaf::Entry { entry: e, bundle: None });
+                out.push(Leaf::Entry { entry: e, bundle: None, beside_code });
             }
         }
     }

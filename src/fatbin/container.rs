@@ -478,26 +478,10 @@ fn part_descriptor_size(desc: &EntryHeader, bytes: &[u8]) -> Option<u64> {
     (end <= u(bytes.len())).then_some(end)
 }
 
-/// Finds containers anywhere in `data` (file offset `base`) outside the
-/// `skip` ranges (file offsets, `[start, end)`): the scan mode for libraries
-/// that keep fatbins in `.data` (cuFFT). A candidate counts only when its
-/// header is well formed and its first entry parses, so random bytes that
-/// happen to hold the magic are not reported.
-pub fn scan<'a>(data: &'a [u8], base: u64, skip: &[(u64, u64)]) -> Vec<Container<'a>> {
-    scan_with(data, base, skip, &mut |_| {})
-}
-
-/// [`scan`], calling `walked` with the prefixes of `data` it is done
-/// searching, every few MiB (as [`parse_region_with`] does).
-pub fn scan_with<'a>(
-    data: &'a [u8],
-    base: u64,
-    skip: &[(u64, u64)],
-    walked: &mut dyn FnMut(&'a [u8]),
-) -> Vec<Container<'a>> {
-    let len = u(data.len());
-    // The gaps between the skipped ranges, in `data`'s offsets: only they
-    // are searched (a library's host code is never read).
+/// The stretches of `data` (`[start, end)`, in its own offsets) between the
+/// `skip` ranges (file offsets; `data` starts at `base`): only they are
+/// searched (a library's host code is never read).
+fn gaps(len: u64, base: u64, skip: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let mut ranges: Vec<(u64, u64)> = skip
         .iter()
         .map(|&(s, e)| (s.saturating_sub(base).min(len), e.saturating_sub(base).min(len)))
@@ -515,9 +499,50 @@ pub fn scan_with<'a>(
     if at < len {
         gaps.push((at, len));
     }
+    gaps
+}
+
+/// The offset of the first well-formed container (as [`scan`] accepts
+/// them) that starts inside one of `windows` (`[start, end)` offsets of
+/// `data`), if any. The container itself may reach past its window.
+pub fn probe(data: &[u8], windows: &[(u64, u64)]) -> Option<u64> {
+    windows.iter().find_map(|&(start, end)| {
+        let limit = slice(data, 0, end.min(u(data.len())))?;
+        let mut off = start;
+        while let Some(at) = next_magic(limit, off) {
+            match parse_container(data, 0, at) {
+                Ok((c, _, errors))
+                    if errors.is_empty() && !c.entries.is_empty() && c.header_size == 16 =>
+                {
+                    return Some(at)
+                }
+                _ => off = at + 8,
+            }
+        }
+        None
+    })
+}
+
+/// Finds containers anywhere in `data` (file offset `base`) outside the
+/// `skip` ranges (file offsets, `[start, end)`): the scan mode for libraries
+/// that keep fatbins in `.data` (cuFFT). A candidate counts only when its
+/// header is well formed and its first entry parses, so random bytes that
+/// happen to hold the magic are not reported.
+pub fn scan<'a>(data: &'a [u8], base: u64, skip: &[(u64, u64)]) -> Vec<Container<'a>> {
+    scan_with(data, base, skip, &mut |_| {})
+}
+
+/// [`scan`], calling `walked` with the prefixes of `data` it is done
+/// searching, every few MiB (as [`parse_region_with`] does).
+pub fn scan_with<'a>(
+    data: &'a [u8],
+    base: u64,
+    skip: &[(u64, u64)],
+    walked: &mut dyn FnMut(&'a [u8]),
+) -> Vec<Container<'a>> {
     let mut found = Vec::new();
     let mut released = 0u64;
-    for (start, end) in gaps {
+    for (start, end) in gaps(u(data.len()), base, skip) {
         let window = slice(data, 0, end).unwrap_or_default();
         let mut off = start;
         while let Some(at) = next_magic(window, off) {
