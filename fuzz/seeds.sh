@@ -10,7 +10,7 @@ root=$(cd .. && pwd)
 out=corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"/{reader,hostelf,runpath,capabilities}
+mkdir -p "$out"/{reader,hostelf,runpath,capabilities,nar}
 
 # gcc-built host files: every layout the writer has a strategy for.
 cat >"$work/lib.c" <<'C'
@@ -72,6 +72,30 @@ for s in "8.6 9.0" "86;90" "86-real;90-virtual" "8.6;9.0+PTX" "sm_86,sm_90" "com
     "12.8 8.6" "99.9" "sm_100a" "10.1" "1.0"; do
     printf '%s' "$s" >"$out/capabilities/seed-$i"; i=$((i + 1))
 done
-for t in reader hostelf runpath capabilities; do
+# NARs written by Nix itself (nix-store --dump) of small trees, and
+# narinfo files written by `nix copy` to a signed file:// cache.
+nixdir=$work/nix
+mkdir -p "$nixdir/tree/sub" "$nixdir/etc" "$nixdir/home"
+printf 'hello\n' >"$nixdir/tree/a"
+printf '12345678' >"$nixdir/tree/sub/b"
+chmod +x "$nixdir/tree/sub/b"
+ln -s ../a "$nixdir/tree/sub/link"
+cp "$work/libplain.so" "$nixdir/tree/" 2>/dev/null || true
+(
+    export NIX_STORE_DIR=/nix/store NIX_STATE_DIR=$nixdir/state NIX_LOG_DIR=$nixdir/log \
+        NIX_CONF_DIR=$nixdir/etc HOME=$nixdir/home
+    PATH=$root/.tools/nix/bin:$PATH
+    nix-store --dump "$nixdir/tree" >"$out/nar/tree.nar"
+    nix-store --dump "$nixdir/tree/a" >"$out/nar/file.nar"
+    nix-store --dump "$nixdir/tree/sub/link" >"$out/nar/link.nar"
+    export NIX_STORE_DIR=$nixdir/store
+    nix-store --generate-binary-cache-key seed-1 "$nixdir/sk" "$nixdir/pk"
+    p=$(nix-store --add "$nixdir/tree")
+    nix --extra-experimental-features nix-command copy \
+        --to "file://$nixdir/cache?compression=zstd&secret-key=$nixdir/sk" "$p"
+    # The parser is fuzzed with /nix/store as the store.
+    sed "s|$nixdir/store|/nix/store|g" "$nixdir"/cache/*.narinfo >"$out/nar/narinfo"
+) >/dev/null 2>&1 || echo "seeds.sh: Nix is missing (make tools): no NAR seeds" >&2
+for t in reader hostelf runpath capabilities nar; do
     echo "$t: $(ls "$out/$t" | wc -l) seeds"
 done
