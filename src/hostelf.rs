@@ -303,11 +303,13 @@ impl Mapped {
         const PAGE: usize = 4096;
         let (first, last) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
         if last > first {
-            // SAFETY: the map is a private, read-only mapping of a file that
-            // this process never writes, so MADV_DONTNEED only drops clean
-            // pages: the next access reads the same bytes from the file, and
-            // every slice borrowed from the map keeps its contents (the same
-            // condition as the map itself: the file is not changed under us).
+            // SAFETY: the map is a shared, read-only mapping of a file that
+            // this process never writes (memmap2's `Mmap::map`: MAP_SHARED,
+            // PROT_READ). MADV_DONTNEED on a file mapping only unmaps the
+            // pages from this process; the page cache keeps them, so the next
+            // access reads the same bytes from the file, and every slice
+            // borrowed from the map keeps its contents (the same condition as
+            // the map itself: the file is not changed under us).
             let _ = unsafe {
                 map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first)
             };
@@ -341,7 +343,8 @@ pub fn map_file(file: &File) -> io::Result<Mapped> {
     if meta.len() == 0 {
         return Ok(Mapped(None));
     }
-    // SAFETY: the map is read-only and private to this process. If another
+    // SAFETY: the map is read-only and shared (MAP_SHARED): other processes
+    // writing the file would be seen through it. If another
     // process truncates the file while we read it, accesses past the new end
     // raise SIGBUS; Nix outputs are not modified while a hook or an audit
     // reads them, and every other tool in this position (ripgrep, the

@@ -24,8 +24,8 @@ use nix_cuda_hooks::audit::{self, policy};
 use nix_cuda_hooks::baseline::Baseline;
 use nix_cuda_hooks::buildenv::BuildEnv;
 use nix_cuda_hooks::cli::{self, EXIT_FAILURE, EXIT_OK};
-use nix_cuda_hooks::fatbin::listing::{self, ListOptions};
 use nix_cuda_hooks::inspect;
+use nix_cuda_hooks::listing::{self, ListOptions};
 use nix_cuda_hooks::log::{Logger, Msg};
 use nix_cuda_hooks::report::{self, Color, Format, Report};
 

@@ -5,7 +5,7 @@
 //! a thin archive's, raw fatbins, bare cubins, containers outside the
 //! sections) and [`model`] says per architecture what exists. `--summary`
 //! ([`crate::inspect`]) and the audit ([`crate::audit`]) both read files
-//! through here; the cuobjdump listing ([`crate::fatbin::listing`]) reads the
+//! through here; the cuobjdump listing ([`crate::listing`]) reads the
 //! same parsed object in cuobjdump's own order.
 
 pub mod model;

@@ -1,5 +1,7 @@
-//! The device-code (fatbin) reader: containers, entries, codecs and the
-//! cuobjdump-compatible listing.
+//! The device-code (fatbin) reader: containers, entries, codecs, a look
+//! inside cubins and PTX. It takes bytes and returns types: no file I/O, no
+//! knowledge of host objects (those are [`crate::hostelf`]'s; the
+//! cuobjdump-compatible listing is [`crate::listing`]).
 //!
 //! A fatbin is a sequence of containers; each holds entries (PTX, ELF cubins,
 //! LTO-IR, `--concat` bundles). Listing needs only the headers, which are
@@ -11,7 +13,6 @@ pub mod codec;
 pub mod container;
 pub mod cubin;
 pub mod header;
-pub mod listing;
 
 pub use container::{parse_region, scan, Container, Entry, Payload, Region};
 

@@ -23,7 +23,7 @@ use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::{Entry, Kind, Region, Variant};
+use crate::fatbin::{Entry, Kind, Region, Variant};
 use crate::hostelf::{self, Object, NV_FATBIN};
 
 /// What to list.
