@@ -82,6 +82,14 @@ pub struct ElfObject<'a> {
     pub sections: Vec<FatbinSection<'a>>,
     /// Sections that could not be read.
     pub errors: Vec<ReadError>,
+    /// File ranges `[start, end)` of sections that cannot hold a fatbin the
+    /// CUDA runtime reads: executable ones (host code) and those not loaded
+    /// at run time (no SHF_ALLOC: symbols, debug info). The container scan
+    /// skips them.
+    pub no_fatbin: Vec<(u64, u64)>,
+    /// File ranges of the other sections with bytes (loaded data: `.data`,
+    /// `.rodata`, cuFFT's `.ldata`), fatbin sections included.
+    pub data: Vec<(u64, u64)>,
 }
 
 /// One fatbin section of a host ELF file.
@@ -186,6 +194,17 @@ fn parse_elf<'a, H: FileHeader<Endian = LE>>(
     let sections = header.sections(LE, data).map_err(e)?;
     let mut object = ElfObject::default();
     for (index, section) in sections.iter().enumerate() {
+        let flags = section.sh_flags(LE).0;
+        let loaded_data = flags & elf::SHF_EXECINSTR.0 == 0 && flags & elf::SHF_ALLOC.0 != 0;
+        if section.sh_type(LE) != elf::SHT_NOBITS {
+            let start = base.saturating_add(section.sh_offset(LE).into());
+            let range = (start, start.saturating_add(section.sh_size(LE).into()));
+            if loaded_data {
+                object.data.push(range);
+            } else {
+                object.no_fatbin.push(range);
+            }
+        }
         let name = match sections.section_name(LE, section) {
             Ok(n) if n == NV_FATBIN.as_bytes() => NV_FATBIN,
             Ok(n) if n == NV_RELFATBIN.as_bytes() => NV_RELFATBIN,
@@ -284,11 +303,13 @@ impl Mapped {
         const PAGE: usize = 4096;
         let (first, last) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
         if last > first {
-            // SAFETY: the map is a private, read-only mapping of a file that
-            // this process never writes, so MADV_DONTNEED only drops clean
-            // pages: the next access reads the same bytes from the file, and
-            // every slice borrowed from the map keeps its contents (the same
-            // condition as the map itself: the file is not changed under us).
+            // SAFETY: the map is a shared, read-only mapping of a file that
+            // this process never writes (memmap2's `Mmap::map`: MAP_SHARED,
+            // PROT_READ). MADV_DONTNEED on a file mapping only unmaps the
+            // pages from this process; the page cache keeps them, so the next
+            // access reads the same bytes from the file, and every slice
+            // borrowed from the map keeps its contents (the same condition as
+            // the map itself: the file is not changed under us).
             let _ = unsafe {
                 map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first)
             };
@@ -322,7 +343,8 @@ pub fn map_file(file: &File) -> io::Result<Mapped> {
     if meta.len() == 0 {
         return Ok(Mapped(None));
     }
-    // SAFETY: the map is read-only and private to this process. If another
+    // SAFETY: the map is read-only and shared (MAP_SHARED): other processes
+    // writing the file would be seen through it. If another
     // process truncates the file while we read it, accesses past the new end
     // raise SIGBUS; Nix outputs are not modified while a hook or an audit
     // reads them, and every other tool in this position (ripgrep, the

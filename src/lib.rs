@@ -10,8 +10,10 @@
 //! - [`walk`]: the parallel, deterministic walk of output trees.
 //! - [`capabilities`]: the capability table (data) and NVIDIA's compatibility rules.
 //! - [`symlinks`]: the noBrokenSymlinks decision procedure and its extra findings.
-//! - [`fatbin`]: the device-code reader and cuobjdump-compatible listing.
+//! - [`fatbin`]: the device-code reader (bytes in, types out).
+//! - [`listing`]: cuobjdump's `--list-elf`/`--list-ptx`, byte for byte.
 //! - [`hostelf`]: where device code sits in host ELF files, archives, raw fatbins, cubins.
+//! - [`devicecode`]: the one model of a file's device code and the one walk building it.
 //! - [`inspect`]: the per-file report of `cuda-elf-inspect` (summary and JSON).
 //! - [`elf`]: a bounds-checked ELF reader, the skip rules, the RUNPATH planner
 //!   and the targeted writer/verifier behind `auto-add-driver-runpath`.
@@ -28,6 +30,7 @@ pub mod buildenv;
 pub mod cache;
 pub mod capabilities;
 pub mod cli;
+pub mod devicecode;
 pub mod driver;
 pub mod driver_runpath;
 pub mod elf;
@@ -37,6 +40,7 @@ pub mod finding;
 pub mod hostelf;
 pub mod inspect;
 pub mod linkage;
+pub mod listing;
 pub mod log;
 pub mod nar;
 pub mod narinfo;

@@ -309,7 +309,6 @@ fn audit_resolves_a_foreign_file_only_in_its_runpath_and_sysroot() {
     let f = unresolved[0];
     assert!(f["path"].as_str().unwrap().ends_with("out/lib/libans.so"), "{f}");
     assert_eq!(f["details"]["library"], "libgcc_s.so.1");
-    assert_eq!(f["details"]["machine"], "aarch64");
     let msg = f["message"].as_str().unwrap();
     assert!(msg.contains("the file is for aarch64 (64-bit, little-endian)"), "{msg}");
     assert!(msg.contains("--sysroot"), "{msg}");
@@ -374,7 +373,7 @@ fn jetson_capabilities_on_x86_64_and_sbsa_code_in_a_jetson_build_are_findings() 
     assert_eq!(found.len(), 1, "{found:?}");
     let msg = found[0]["message"].as_str().unwrap();
     assert!(msg.contains("8.7") && msg.contains("x86_64 (64-bit, little-endian)"), "{msg}");
-    assert_eq!(found[0]["details"]["machine"], "x86_64");
+    assert_eq!(found[0]["details"]["arch"], "sm_87");
     assert!(audit(&[], "sbsa").1.is_empty());
     let (code, found) = audit(&["--cuda-capabilities", "8.7"], "sbsa");
     assert_eq!(code, Some(1));

@@ -208,8 +208,8 @@ fn unknown_kinds_are_kept_but_never_listed() {
     assert!(r.errors.is_empty());
     assert_eq!(r.containers[0].entries[0].kind, Kind::Unknown(7));
     let mut out = Vec::new();
-    let opts = fatbin::listing::ListOptions { elf: true, ptx: true, all: false };
-    let mut l = fatbin::listing::Lister::new(&mut out, opts, b"x.fatbin");
+    let opts = nix_cuda_hooks::listing::ListOptions { elf: true, ptx: true, all: false };
+    let mut l = nix_cuda_hooks::listing::Lister::new(&mut out, opts, b"x.fatbin");
     l.region(&r).unwrap();
     assert_eq!(String::from_utf8(out).unwrap(), "ELF file    1: x.1.sm_80.cubin\n");
 }
@@ -323,8 +323,10 @@ fn mutated_inputs_never_panic() {
         inspect::inspect_bytes(&data, inspect::Options { deep: true, scan: true }, &mut report);
         if let Ok(object) = hostelf::parse(&data) {
             let mut out = Vec::new();
-            let opts = fatbin::listing::ListOptions { elf: true, ptx: true, all: true };
-            fatbin::listing::Lister::new(&mut out, opts, b"f").object(&object, b"/f").unwrap();
+            let opts = nix_cuda_hooks::listing::ListOptions { elf: true, ptx: true, all: true };
+            nix_cuda_hooks::listing::Lister::new(&mut out, opts, b"f")
+                .object(&object, b"/f")
+                .unwrap();
         }
         let _ = fatbin::parse_region(&data, 0);
     }

@@ -5,8 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nix_cuda_hooks::fatbin::{self, listing};
-use nix_cuda_hooks::{hostelf, inspect};
+use nix_cuda_hooks::fatbin;
+use nix_cuda_hooks::{hostelf, inspect, listing};
 
 fuzz_target!(|data: &[u8]| {
     let region = fatbin::parse_region(data, 0);

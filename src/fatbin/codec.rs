@@ -110,6 +110,73 @@ pub fn plain<'a>(entry: &Entry<'a>) -> Result<Cow<'a, [u8]>, FatbinError> {
     }
 }
 
+/// Searches an entry's decompressed bytes without keeping them: `hit` is
+/// called on successive windows (each starting with the last `overlap`
+/// bytes of the one before, so a match across a boundary is seen; `true` as
+/// its second argument for the first window) and the search stops at the
+/// first window it accepts. A ZSTD payload is decoded only up to there: the
+/// audit asks whether a PTX text declares an `.entry`, which a kernel's PTX
+/// answers in its first kilobytes, not after megabytes. Charged to `budget`
+/// as a whole decode.
+pub fn search_plain(
+    entry: &Entry<'_>,
+    budget: &Budget,
+    overlap: usize,
+    hit: &mut dyn FnMut(&[u8], bool) -> bool,
+) -> Result<bool, FatbinError> {
+    if entry.codec != Codec::Zstd || !matches!(entry.payload, Payload::Stored(_)) {
+        return Ok(hit(&plain_within(entry, budget)?, true));
+    }
+    let err = |reason: String| FatbinError::Decode { offset: entry.offset, reason };
+    // The checks of `plain_within` and `plain`, then a streaming decode.
+    let Payload::Stored(stored) = entry.payload else { unreachable!("checked above") };
+    let size = entry.uncompressed_size;
+    if size > MAX_PLAIN_SIZE {
+        return Err(err(format!("uncompressed size {size} is over the limit of {MAX_PLAIN_SIZE}")));
+    }
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        if budget.0.fetch_update(Relaxed, Relaxed, |left| left.checked_sub(size)).is_err() {
+            return Err(err(format!(
+                "the file's decompressed total would pass the limit of {MAX_PLAIN_PER_FILE} bytes"
+            )));
+        }
+    }
+    let input = match entry.compressed_size {
+        0 => stored,
+        n => stored.get(..n as usize).ok_or_else(|| {
+            err(format!("compressed size {n} is larger than the stored {} bytes", stored.len()))
+        })?,
+    };
+    let mut decoder =
+        ruzstd::decoding::StreamingDecoder::new(input).map_err(|e| err(format!("zstd: {e}")))?;
+    const CHUNK: usize = 64 << 10;
+    let mut window: Vec<u8> = Vec::with_capacity(CHUNK + overlap);
+    let mut chunk = vec![0u8; CHUNK];
+    let (mut total, mut first) = (0u64, true);
+    loop {
+        let n = decoder.read(&mut chunk).map_err(|e| err(format!("zstd: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if total > size {
+            return Err(err(format!("zstd: more than the {size} bytes the header says")));
+        }
+        let keep = window.len().min(overlap);
+        window.drain(..window.len() - keep);
+        window.extend_from_slice(&chunk[..n]);
+        if hit(&window, first) {
+            return Ok(true);
+        }
+        first = false;
+    }
+    if total != size {
+        return Err(err(format!("zstd: {total} bytes out, header says {size}")));
+    }
+    Ok(false)
+}
+
 /// The bytes of a `--concat` part, given its parent's plain payload.
 pub fn part<'p>(part: &Entry<'_>, parent_plain: &'p [u8]) -> Result<&'p [u8], FatbinError> {
     let Payload::Part { offset, size } = part.payload else {

@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::Report;
-use crate::finding::{check, Severity};
+use crate::finding::Severity;
 
 /// Annotations GitHub displays per level and step.
 pub const LIMIT_PER_LEVEL: usize = 10;
@@ -40,12 +40,12 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Resul
             continue;
         }
         shown[slot] += 1;
-        let fix = check(&f.check).map(|c| format!(" Fix: {}", c.fix)).unwrap_or_default();
+        let fix = format!(" Fix: {}", f.check.fix());
         writeln!(
             out,
             "::{cmd} file={},title={}::{}",
             escape_property(&f.path.to_string_lossy()),
-            escape_property(&f.check),
+            escape_property(f.check.id()),
             escape_data(&format!("{}{fix}", f.message))
         )?;
     }

@@ -38,6 +38,7 @@ sets=(
   "deb-armhf|deb:armhf|zlib1g libzstd1 libffi8 libgomp1 libssl3 libstdc++6"
   "deb-ppc64el|deb:ppc64el|zlib1g libzstd1 libffi8 libgomp1 libssl3 libstdc++6"
   "deb-s390x|deb:s390x|zlib1g libzstd1 libffi8 libgomp1 libssl3 libstdc++6"
+  "cudnn|nvidia-cudnn-cu12==9.28.0.42|*/libcudnn_ext.so.9"
 )
 wanted=("$@")
 ((${#wanted[@]})) || wanted=(curand12 curand13 cupy cufft)
