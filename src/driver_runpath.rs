@@ -7,19 +7,23 @@
 //! name (sorted) is patched and every other name is switched to the new file
 //! atomically ([`crate::atomic`]).
 //!
-//! Files are processed in parallel; log lines are written afterwards in path
-//! order so that a build log is the same from run to run.
+//! Files are processed in parallel. The engine writes nothing but the files
+//! it patches and decides no exit status: [`run`] returns a [`RunReport`]
+//! (per file what was done, per walk event what was met), and [`emit`]
+//! writes it as upstream does (log lines, stderr and stdout lines, in path
+//! order so that a build log is the same from run to run) and maps it to an
+//! exit status.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::atomic::{self, Journal, Replacement, SideFile};
+use crate::atomic::{self, Journal, Recovery, Replacement, SideFile};
 use crate::buildenv::Output;
 use crate::elf::classify::{self, Skip};
 use crate::elf::machine::Target;
@@ -27,8 +31,9 @@ use crate::elf::patch::{self, Piece, Strategy};
 use crate::elf::runpath::{self, Plan, Tag};
 use crate::elf::{Elf, ElfError, MAGIC};
 use crate::error::PathError;
-use crate::log::{Level, Logger, Msg};
 use crate::walk;
+
+pub mod emit;
 
 /// What the run should do.
 #[derive(Clone, Debug)]
@@ -576,6 +581,21 @@ fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     Ok(done)
 }
 
+/// Something the walk met or did before any file was processed. Kept in
+/// order, so that the emitter logs them as they happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WalkEvent {
+    /// An output that does not exist (also in [`RunReport::missing_outputs`]).
+    MissingOutput(PathBuf),
+    /// A folder, entry or side file that could not be read, removed or
+    /// replayed (also in [`RunReport::walk_errors`]).
+    Error(String),
+    /// A temporary file left by a killed run, removed.
+    RemovedTemp(PathBuf),
+    /// A journal left by a killed run, replayed and removed.
+    Replayed(PathBuf, Recovery),
+}
+
 /// The result of a whole run.
 #[derive(Debug, Default, Serialize)]
 pub struct RunReport {
@@ -588,10 +608,14 @@ pub struct RunReport {
     pub walk_errors: Vec<String>,
     /// Counts.
     pub summary: Summary,
+    /// What the walk met, in order (for the log; the JSON has the two lists
+    /// above).
+    #[serde(skip)]
+    pub events: Vec<WalkEvent>,
 }
 
 /// Counts of a run.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
     /// Files rewritten.
     pub patched: usize,
@@ -605,40 +629,34 @@ pub struct Summary {
     pub errors: usize,
 }
 
-impl RunReport {
-    /// The exit status: 2 when an I/O error happened, 1 when an ELF file could
-    /// not be patched, an output is missing, or `--check` found work; else 0.
-    pub fn status(&self, cfg: &Config) -> u8 {
-        let mut status = crate::cli::EXIT_OK;
-        for f in &self.files {
-            match (f.action, f.error_kind) {
-                (Action::Error, Some(ErrorKind::Io)) => return crate::cli::EXIT_FAILURE,
-                (Action::Error, _) if !cfg.skip_unsupported => status = crate::cli::EXIT_FINDINGS,
-                (Action::WouldPatch, _) => status = crate::cli::EXIT_FINDINGS,
-                _ => {}
+impl Summary {
+    fn count(files: &[FileReport]) -> Summary {
+        let mut s = Summary::default();
+        for f in files {
+            match f.action {
+                Action::Patched => s.patched += 1,
+                Action::WouldPatch => s.would_patch += 1,
+                Action::Unchanged => s.unchanged += 1,
+                Action::Skipped => s.skipped += 1,
+                Action::Error => s.errors += 1,
             }
         }
-        if !self.walk_errors.is_empty() {
-            return crate::cli::EXIT_FAILURE;
-        }
-        if !self.missing_outputs.is_empty() {
-            status = crate::cli::EXIT_FINDINGS;
-        }
-        status
+        s
     }
 }
 
-/// Runs over `outputs`: walks, processes every inode once, logs as upstream.
-/// `stdout` receives upstream's plain skip lines (and, with `--check`, one
-/// line per file that would change) when `text` is set.
-pub fn run(
-    outputs: &[Output],
-    cfg: &Config,
-    fix_log: &Logger,
-    add_log: &Logger,
-    text: bool,
-    stdout: &mut dyn Write,
-) -> io::Result<RunReport> {
+impl RunReport {
+    fn walk_error(&mut self, message: String) {
+        self.events.push(WalkEvent::Error(message.clone()));
+        self.walk_errors.push(message);
+    }
+}
+
+/// Runs over `outputs`: walks, processes every inode once (in parallel) and
+/// returns what happened, files sorted by path. Writes nothing but the
+/// patched files: the caller reports ([`emit`]) and picks the exit status
+/// ([`emit::exit_status`]).
+pub fn run(outputs: &[Output], cfg: &Config) -> RunReport {
     let mut report = RunReport::default();
     let mut groups: HashMap<(u64, u64), Vec<PathBuf>> = HashMap::new();
     // Files whose metadata vanished after the walk saw them: processing
@@ -646,7 +664,7 @@ pub fn run(
     let mut vanished: Vec<Vec<PathBuf>> = Vec::new();
     for output in outputs {
         if std::fs::metadata(&output.path).is_err() {
-            fix_log.error(&Msg::new("output ").p(&output.path).s(" does not exist"));
+            report.events.push(WalkEvent::MissingOutput(output.path.clone()));
             report.missing_outputs.push(output.path.clone());
             continue;
         }
@@ -660,8 +678,7 @@ pub fn run(
             Some(Some(std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino()))))
         });
         for e in walked.errors {
-            add_log.error(&Msg::new("").s(&e.to_string()));
-            report.walk_errors.push(e.to_string());
+            report.walk_error(e.to_string());
         }
         let mut journals = Vec::new();
         for (path, key) in walked.items {
@@ -670,14 +687,8 @@ pub fn run(
                 // cleaned up (temporary files) or replayed (journals) first.
                 None => match atomic::stale(&path) {
                     Some(SideFile::Temp) if !cfg.check => match std::fs::remove_file(&path) {
-                        Ok(()) => {
-                            add_log.info(&Msg::new("removed ").p(&path).s(", left by a killed run"))
-                        }
-                        Err(e) => {
-                            let e = PathError::new(&path, e);
-                            add_log.error(&Msg::new("").s(&e.to_string()));
-                            report.walk_errors.push(e.to_string());
-                        }
+                        Ok(()) => report.events.push(WalkEvent::RemovedTemp(path)),
+                        Err(e) => report.walk_error(PathError::new(&path, e).to_string()),
                     },
                     Some(SideFile::Journal) if !cfg.check => journals.push(path),
                     _ => {}
@@ -688,11 +699,8 @@ pub fn run(
         }
         for j in journals {
             match atomic::recover(&j) {
-                Ok(r) => add_log.info(&Msg::new("replayed ").p(&j).s(&format!(": {r:?}"))),
-                Err(e) => {
-                    add_log.error(&Msg::new("").s(&e.to_string()));
-                    report.walk_errors.push(e.to_string());
-                }
+                Ok(r) => report.events.push(WalkEvent::Replayed(j, r)),
+                Err(e) => report.walk_error(e.to_string()),
             }
         }
     }
@@ -704,68 +712,65 @@ pub fn run(
     let mut files: Vec<FileReport> =
         inodes.par_iter().map(|names| process_file(&names[0], &names[1..], cfg)).collect();
     files.retain(|f| f.skip != Some(Skip::NotElf));
-
-    let mut stderr = io::stderr().lock();
-    for f in &files {
-        match f.action {
-            Action::Patched => {
-                // Upstream's unconditional line, on stderr.
-                let mut line = b"autoFixElfFiles: using addDriverRunpath to fix ".to_vec();
-                line.extend_from_slice(Msg::new("").p(&f.path).0.as_slice());
-                line.push(b'\n');
-                let _ = stderr.write_all(&line);
-                report.summary.patched += 1;
-            }
-            Action::WouldPatch => {
-                if text {
-                    let mut line = Msg::new("would patch ").p(&f.path).s(": ");
-                    line = line
-                        .s(f.old.as_deref().unwrap_or("(none)"))
-                        .s(" -> ")
-                        .s(f.new.as_deref().unwrap_or(""));
-                    line.0.push(b'\n');
-                    stdout.write_all(&line.0)?;
-                }
-                report.summary.would_patch += 1;
-            }
-            Action::Unchanged => {
-                add_log.info(
-                    &Msg::new("")
-                        .p(&f.path)
-                        .s(" already has ")
-                        .s(f.driver_entry.as_deref().unwrap_or("the driver entry"))
-                        .s(if cfg.compat_entry.is_some() {
-                            " after the compat folder at the front of its search path; left untouched"
-                        } else {
-                            " in its search path; left untouched"
-                        }),
-                );
-                report.summary.unchanged += 1;
-            }
-            Action::Skipped => {
-                let skip = f.skip.unwrap_or(Skip::Static);
-                if skip.upstream_skips() && text && fix_log.enabled(Level::Warn) {
-                    let mut line =
-                        Msg::new("autoFixElfFiles: skipping a statically-linked ELF file ")
-                            .p(&f.path)
-                            .0;
-                    line.push(b'\n');
-                    stdout.write_all(&line)?;
-                }
-                fix_log.info(&Msg::new("skipping ").p(&f.path).s(": ").s(skip.describe()));
-                report.summary.skipped += 1;
-            }
-            Action::Error => {
-                let msg = Msg::new("").p(&f.path).s(": ").s(f.error.as_deref().unwrap_or("error"));
-                if cfg.skip_unsupported && f.error_kind == Some(ErrorKind::Elf) {
-                    add_log.warn(&msg.s(" (skipped: --skip-unsupported)"));
-                } else {
-                    add_log.error(&msg);
-                }
-                report.summary.errors += 1;
-            }
-        }
-    }
+    report.summary = Summary::count(&files);
     report.files = files;
-    Ok(report)
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dynamic ELF program of the build machine: this test binary.
+    fn program(to: &Path) {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(std::env::current_exe().unwrap(), to).unwrap();
+    }
+
+    #[test]
+    fn run_returns_what_it_did_and_writes_only_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        program(&out.join("bin/prog"));
+        std::fs::write(out.join("readme"), b"text").unwrap();
+        std::fs::write(out.join("bad.so"), b"\x7fELF\x02\x01\x01").unwrap();
+        // A temporary file of a process that cannot exist (over pid_max).
+        let stale = out.join(".prog.~nch99999999-0.tmp");
+        std::fs::write(&stale, b"").unwrap();
+        let gone = dir.path().join("gone");
+        let outputs = [
+            Output { name: Some("out".into()), path: out.clone() },
+            Output { name: Some("dev".into()), path: gone.clone() },
+        ];
+        let mut cfg = Config::new(Driver::from_link(None));
+
+        cfg.check = true;
+        let r = run(&outputs, &cfg);
+        assert_eq!(r.events, [WalkEvent::MissingOutput(gone.clone())]);
+        assert_eq!(r.missing_outputs, [gone]);
+        let names: Vec<_> = r.files.iter().map(|f| (f.path.clone(), f.action)).collect();
+        assert_eq!(
+            names,
+            [(out.join("bad.so"), Action::Error), (out.join("bin/prog"), Action::WouldPatch)]
+        );
+        assert_eq!(r.files[0].error_kind, Some(ErrorKind::Elf));
+        assert_eq!(
+            r.files[1].new.as_deref().map(|n| n.contains("/run/opengl-driver/lib")),
+            Some(true)
+        );
+        assert_eq!(r.summary, Summary { would_patch: 1, errors: 1, ..Summary::default() });
+        assert!(stale.exists(), "--check removed a side file");
+
+        cfg.check = false;
+        let r = run(&outputs[..1], &cfg);
+        assert_eq!(r.events, [WalkEvent::RemovedTemp(stale.clone())]);
+        assert!(!stale.exists());
+        assert_eq!(r.files[1].action, Action::Patched);
+        assert_eq!(r.summary, Summary { patched: 1, errors: 1, ..Summary::default() });
+
+        let r = run(&outputs[..1], &cfg);
+        assert!(r.events.is_empty());
+        assert_eq!(r.files[1].action, Action::Unchanged);
+        assert_eq!(r.summary, Summary { unchanged: 1, errors: 1, ..Summary::default() });
+    }
 }

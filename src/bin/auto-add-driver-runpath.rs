@@ -10,6 +10,7 @@ use anyhow::Context;
 use clap::Parser;
 use nix_cuda_hooks::buildenv::BuildEnv;
 use nix_cuda_hooks::cli::{self, CommonArgs, Format};
+use nix_cuda_hooks::driver_runpath::emit::{self, Sinks};
 use nix_cuda_hooks::driver_runpath::{self, Config};
 use nix_cuda_hooks::log::Logger;
 
@@ -88,11 +89,19 @@ fn run(args: Args) -> anyhow::Result<u8> {
         sync: args.fsync,
         in_place: args.in_place,
     };
+    let report = driver_runpath::run(&targets, &cfg);
     let text = args.common.format == Format::Text;
-    let mut stdout = std::io::stdout().lock();
-    let report = driver_runpath::run(&targets, &cfg, &fix_log, &add_log, text, &mut stdout)?;
-    drop(stdout);
-    let status = report.status(&cfg);
+    let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr().lock());
+    let mut sinks = Sinks {
+        fix_log: &fix_log,
+        add_log: &add_log,
+        text,
+        stdout: &mut stdout,
+        stderr: &mut stderr,
+    };
+    emit::emit(&report, &cfg, &mut sinks)?;
+    drop((stdout, stderr));
+    let status = emit::exit_status(&report, &cfg);
     if !text {
         cli::print_json(&serde_json::json!({ "report": report, "status": status }))?;
     }

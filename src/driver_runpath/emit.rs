@@ -1,0 +1,215 @@
+//! What a run of [`super::run`] reports, as upstream's hooks report it, and
+//! the exit status it earns.
+//!
+//! Three streams, in one pass over the walk's events and then the files (in
+//! path order, so a build log is the same from run to run):
+//! - setup.sh-style log lines through the two [`Logger`]s (`autoFixElfFiles`
+//!   for what autoFixElfFiles itself says, `addDriverRunpath` for the rest);
+//! - upstream's unconditional `autoFixElfFiles: using addDriverRunpath to fix`
+//!   line per patched file, on stderr;
+//! - in text format, upstream's plain skip lines and `--check`'s
+//!   `would patch` lines, on stdout.
+
+use std::io::{self, Write};
+
+use super::{Action, Config, ErrorKind, RunReport, WalkEvent};
+use crate::elf::classify::Skip;
+use crate::log::{Level, Logger, Msg};
+
+/// Where the report goes.
+pub struct Sinks<'a> {
+    /// autoFixElfFiles' log.
+    pub fix_log: &'a Logger,
+    /// addDriverRunpath's log.
+    pub add_log: &'a Logger,
+    /// Text format: upstream's stdout lines are written.
+    pub text: bool,
+    /// Standard output.
+    pub stdout: &'a mut dyn Write,
+    /// Standard error (upstream's per-file line; failures to write it are
+    /// ignored, as a shell `echo >&2` would be).
+    pub stderr: &'a mut dyn Write,
+}
+
+/// Writes the report of `report` (see the module documentation).
+pub fn emit(report: &RunReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result<()> {
+    let (fix_log, add_log) = (out.fix_log, out.add_log);
+    for event in &report.events {
+        match event {
+            WalkEvent::MissingOutput(p) => {
+                fix_log.error(&Msg::new("output ").p(p).s(" does not exist"))
+            }
+            WalkEvent::Error(e) => add_log.error(&Msg::new("").s(e)),
+            WalkEvent::RemovedTemp(p) => {
+                add_log.info(&Msg::new("removed ").p(p).s(", left by a killed run"))
+            }
+            WalkEvent::Replayed(p, r) => {
+                add_log.info(&Msg::new("replayed ").p(p).s(&format!(": {r:?}")))
+            }
+        }
+    }
+    for f in &report.files {
+        match f.action {
+            Action::Patched => {
+                // Upstream's unconditional line, on stderr.
+                let mut line = b"autoFixElfFiles: using addDriverRunpath to fix ".to_vec();
+                line.extend_from_slice(Msg::new("").p(&f.path).0.as_slice());
+                line.push(b'\n');
+                let _ = out.stderr.write_all(&line);
+            }
+            Action::WouldPatch => {
+                if out.text {
+                    let mut line = Msg::new("would patch ")
+                        .p(&f.path)
+                        .s(": ")
+                        .s(f.old.as_deref().unwrap_or("(none)"))
+                        .s(" -> ")
+                        .s(f.new.as_deref().unwrap_or(""));
+                    line.0.push(b'\n');
+                    out.stdout.write_all(&line.0)?;
+                }
+            }
+            Action::Unchanged => add_log.info(
+                &Msg::new("")
+                    .p(&f.path)
+                    .s(" already has ")
+                    .s(f.driver_entry.as_deref().unwrap_or("the driver entry"))
+                    .s(if cfg.compat_entry.is_some() {
+                        " after the compat folder at the front of its search path; left untouched"
+                    } else {
+                        " in its search path; left untouched"
+                    }),
+            ),
+            Action::Skipped => {
+                let skip = f.skip.unwrap_or(Skip::Static);
+                if skip.upstream_skips() && out.text && fix_log.enabled(Level::Warn) {
+                    let mut line =
+                        Msg::new("autoFixElfFiles: skipping a statically-linked ELF file ")
+                            .p(&f.path)
+                            .0;
+                    line.push(b'\n');
+                    out.stdout.write_all(&line)?;
+                }
+                fix_log.info(&Msg::new("skipping ").p(&f.path).s(": ").s(skip.describe()));
+            }
+            Action::Error => {
+                let msg = Msg::new("").p(&f.path).s(": ").s(f.error.as_deref().unwrap_or("error"));
+                if cfg.skip_unsupported && f.error_kind == Some(ErrorKind::Elf) {
+                    add_log.warn(&msg.s(" (skipped: --skip-unsupported)"));
+                } else {
+                    add_log.error(&msg);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The exit status: 2 when an I/O error happened, 1 when an ELF file could
+/// not be patched (unless `--skip-unsupported`), an output is missing, or
+/// `--check` found work; else 0.
+pub fn exit_status(report: &RunReport, cfg: &Config) -> u8 {
+    let mut status = crate::cli::EXIT_OK;
+    for f in &report.files {
+        match (f.action, f.error_kind) {
+            (Action::Error, Some(ErrorKind::Io)) => return crate::cli::EXIT_FAILURE,
+            (Action::Error, _) if !cfg.skip_unsupported => status = crate::cli::EXIT_FINDINGS,
+            (Action::WouldPatch, _) => status = crate::cli::EXIT_FINDINGS,
+            _ => {}
+        }
+    }
+    if !report.walk_errors.is_empty() {
+        return crate::cli::EXIT_FAILURE;
+    }
+    if !report.missing_outputs.is_empty() {
+        status = crate::cli::EXIT_FINDINGS;
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::driver_runpath::{Driver, FileReport, Summary};
+
+    fn file(path: &str, action: Action) -> FileReport {
+        let mut f = FileReport::new(&PathBuf::from(path), &[], action);
+        f.driver_entry = Some("/run/opengl-driver/lib".into());
+        f
+    }
+
+    fn emitted(report: &RunReport, cfg: &Config, text: bool) -> [Vec<u8>; 4] {
+        let (fix, add) =
+            (Logger::buffer("autoFixElfFiles", 7), Logger::buffer("addDriverRunpath", 7));
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let mut sinks =
+            Sinks { fix_log: &fix, add_log: &add, text, stdout: &mut stdout, stderr: &mut stderr };
+        emit(report, cfg, &mut sinks).unwrap();
+        [fix.take_buffer(), add.take_buffer(), stdout, stderr]
+    }
+
+    #[test]
+    fn each_outcome_is_written_where_upstream_writes_it() {
+        let cfg = Config::new(Driver::from_link(None));
+        let mut skipped = file("/o/lib/a.a", Action::Skipped);
+        skipped.skip = Some(Skip::Static);
+        let mut failed = file("/o/lib/bad.so", Action::Error);
+        failed.error_kind = Some(ErrorKind::Elf);
+        failed.error = Some("truncated".into());
+        let report = RunReport {
+            files: vec![
+                file("/o/bin/p", Action::Patched),
+                file("/o/lib/u.so", Action::Unchanged),
+                skipped,
+                failed,
+            ],
+            missing_outputs: vec!["/gone".into()],
+            events: vec![
+                WalkEvent::MissingOutput("/gone".into()),
+                WalkEvent::RemovedTemp("/o/.x.tmp".into()),
+            ],
+            ..RunReport::default()
+        };
+        let [fix, add, stdout, stderr] = emitted(&report, &cfg, true);
+        assert_eq!(
+            String::from_utf8(fix).unwrap(),
+            "ERROR: autoFixElfFiles: output /gone does not exist\n\
+             INFO: autoFixElfFiles: skipping /o/lib/a.a: statically linked\n"
+                .replace("statically linked", Skip::Static.describe())
+        );
+        assert_eq!(
+            String::from_utf8(add).unwrap(),
+            "INFO: addDriverRunpath: removed /o/.x.tmp, left by a killed run\n\
+             INFO: addDriverRunpath: /o/lib/u.so already has /run/opengl-driver/lib in its \
+             search path; left untouched\n\
+             ERROR: addDriverRunpath: /o/lib/bad.so: truncated\n"
+        );
+        assert_eq!(stdout, b"autoFixElfFiles: skipping a statically-linked ELF file /o/lib/a.a\n");
+        assert_eq!(stderr, b"autoFixElfFiles: using addDriverRunpath to fix /o/bin/p\n");
+        assert_eq!(exit_status(&report, &cfg), crate::cli::EXIT_FINDINGS);
+        // JSON format: nothing on stdout.
+        assert!(emitted(&report, &cfg, false)[2].is_empty());
+    }
+
+    #[test]
+    fn exit_status_follows_the_worst_outcome() {
+        let mut cfg = Config::new(Driver::from_link(None));
+        let run = |files: Vec<FileReport>| RunReport { files, ..RunReport::default() };
+        let mut elf = file("/x", Action::Error);
+        elf.error_kind = Some(ErrorKind::Elf);
+        let mut io = file("/y", Action::Error);
+        io.error_kind = Some(ErrorKind::Io);
+        assert_eq!(exit_status(&run(vec![file("/p", Action::Patched)]), &cfg), crate::cli::EXIT_OK);
+        assert_eq!(exit_status(&run(vec![file("/p", Action::WouldPatch)]), &cfg), 1);
+        assert_eq!(exit_status(&run(vec![elf.clone()]), &cfg), 1);
+        assert_eq!(exit_status(&run(vec![elf.clone(), io.clone()]), &cfg), 2);
+        cfg.skip_unsupported = true;
+        assert_eq!(exit_status(&run(vec![elf]), &cfg), 0);
+        assert_eq!(exit_status(&run(vec![io]), &cfg), 2);
+        let walk = RunReport { walk_errors: vec!["e".into()], ..RunReport::default() };
+        assert_eq!(exit_status(&walk, &cfg), 2);
+        assert_eq!(Summary::default(), walk.summary);
+    }
+}
