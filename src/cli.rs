@@ -24,8 +24,8 @@ pub struct CommonArgs {
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// Outside a build, print more log levels on stderr (-v warn, -vvv info, ...).
-    /// Inside a build, NIX_DEBUG decides, as in setup.sh.
+    /// Outside a build, log more on stderr: errors and warnings always, -v
+    /// notices, -vv infos, up to -vvvvvv. Inside a build NIX_DEBUG decides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
 }
@@ -65,6 +65,22 @@ pub fn run(tool: &str, body: impl FnOnce() -> anyhow::Result<u8>) -> ExitCode {
             ExitCode::from(EXIT_FAILURE)
         }
     }
+}
+
+/// The part of `--help` after the options: the environment variables a
+/// binary reads and its exit statuses, laid out alike for the three tools.
+pub fn after_help(env: &[(&str, &str)], exits: &[(&str, &str)]) -> String {
+    let mut out = String::from("Environment:\n");
+    let width = env.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (name, what) in env {
+        out.push_str(&format!("  {name:width$}  {what}\n"));
+    }
+    out.push_str("\nExit status:\n");
+    for (code, what) in exits {
+        out.push_str(&format!("  {code:>3}  {what}\n"));
+    }
+    out.pop();
+    out
 }
 
 /// Writes a serialisable report as pretty JSON plus a newline to stdout.

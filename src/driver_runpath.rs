@@ -74,6 +74,50 @@ pub fn driver_entry(link: &Path) -> Vec<u8> {
     v
 }
 
+/// Whether a driver link folder can become a RUNPATH entry: absolute (a
+/// relative entry is read against the working directory of whoever runs the
+/// program), no `:` (the loader splits RUNPATH there), not empty.
+pub fn check_driver_link(link: &Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = link.as_os_str().as_bytes();
+    if bytes.is_empty() {
+        Err("the driver link is empty; expected an absolute folder such as /run/opengl-driver"
+            .into())
+    } else if bytes[0] != b'/' {
+        Err(format!(
+            "{}: the driver link must be an absolute path (a relative RUNPATH entry is read against the working directory at run time)",
+            link.display()
+        ))
+    } else if bytes.contains(&b':') {
+        Err(format!(
+            "{}: the driver link must not contain ':' (the loader splits RUNPATH at ':')",
+            link.display()
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The path to walk for a file or folder given by hand. A link is followed:
+/// to a folder, through a trailing `/` so that reports still name the path
+/// as given (`result/lib/x.so`); to a file, to the real file, so that the
+/// file is patched and the link stays a link. Without this the walk, which
+/// never follows links, would find nothing and say nothing.
+pub fn explicit_target(path: &Path) -> Result<PathBuf, PathError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| PathError::new(path, e))?;
+    if !meta.file_type().is_symlink() {
+        return Ok(path.to_path_buf());
+    }
+    let target = std::fs::metadata(path).map_err(|e| PathError::new(path, e))?;
+    if target.is_dir() {
+        let mut with_slash = path.as_os_str().to_os_string();
+        with_slash.push("/");
+        Ok(PathBuf::from(with_slash))
+    } else {
+        std::fs::canonicalize(path).map_err(|e| PathError::new(path, e))
+    }
+}
+
 /// The default driver link: `/run/opengl-driver`, `-32` on i686 hosts.
 pub fn default_driver_link() -> &'static str {
     if cfg!(target_arch = "x86") {
@@ -632,7 +676,7 @@ pub fn run(
             }
             Action::Skipped => {
                 let skip = f.skip.unwrap_or(Skip::Static);
-                if skip.upstream_skips() && text && fix_log.enabled(Level::Warn) {
+                if skip.upstream_skips() && text && fix_log.asked_for(Level::Warn) {
                     let mut line =
                         Msg::new("autoFixElfFiles: skipping a statically-linked ELF file ")
                             .p(&f.path)

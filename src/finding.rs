@@ -105,7 +105,10 @@ pub struct Finding {
     pub check: String,
     /// Severity (the check's default).
     pub severity: Severity,
-    /// The file, as the user named it or as the walk found it.
+    /// The file, as the user named it or as the walk found it. Written to
+    /// JSON as text (bytes that are not UTF-8 become U+FFFD): a JSON string
+    /// cannot hold them, and a report must never fail on a file's name.
+    #[serde(serialize_with = "ser_lossy_path")]
     pub path: PathBuf,
     /// One sentence about this file.
     pub message: String,
@@ -118,6 +121,12 @@ pub struct Finding {
     /// baselines match across them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
+}
+
+/// A path as JSON text, never an error (serde's own `Path` impl refuses
+/// names that are not UTF-8).
+pub fn ser_lossy_path<S: serde::Serializer>(p: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&p.to_string_lossy())
 }
 
 /// Removes a Nix store hash from a path component (`<32 base32 chars>-name` -> `name`).

@@ -27,6 +27,11 @@ use crate::walk;
 pub struct Policy {
     /// `$NIX_STORE`: only targets below it are checked.
     pub store_dir: OsString,
+    /// Folders whose targets are checked as well as the store's: a tree
+    /// checked by hand outside `$NIX_STORE` (a staging folder, a Nix build's
+    /// copy) has its links checked against itself, instead of every one of
+    /// them passing as "outside the store". Empty inside a build.
+    pub also_checked: Vec<OsString>,
     /// `$TMPDIR`: targets below it are errors. `None` disables the rule
     /// (outside a build; upstream would match every absolute path then).
     pub tmpdir: Option<OsString>,
@@ -185,7 +190,9 @@ pub fn check_link(link: &Path, policy: &Policy) -> LinkRecord {
     rec.target = Some(raw);
     rec.verdict = if policy.tmpdir.as_deref().is_some_and(|t| under(&resolved, t)) {
         Verdict::Tmpdir
-    } else if !under(&resolved, &policy.store_dir) {
+    } else if !under(&resolved, &policy.store_dir)
+        && !policy.also_checked.iter().any(|d| under(&resolved, d) || resolved == *d)
+    {
         Verdict::OutsideStore
     } else if resolved.as_bytes() == link.as_os_str().as_bytes() {
         Verdict::Reflexive
@@ -358,9 +365,14 @@ fn log_link(rec: &LinkRecord, policy: &Policy, log: &Logger) {
                 .s(" directory: ")
                 .p(resolved),
         ),
-        Verdict::OutsideStore => {
+        Verdict::OutsideStore if policy.also_checked.is_empty() => {
             log.info(&Msg::new("symlink ").p(link).s(" points outside the Nix store; ignoring"))
         }
+        Verdict::OutsideStore => log.info(
+            &Msg::new("symlink ")
+                .p(link)
+                .s(" points outside the Nix store and the checked tree; ignoring"),
+        ),
         Verdict::Reflexive => log.error(&Msg::new("the symlink ").p(link).s(" is reflexive")),
         Verdict::Dangling => log.error(
             &Msg::new("the symlink ").p(link).s(" points to a missing target: ").p(resolved),

@@ -47,11 +47,7 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool)
     if !report.findings.is_empty() || !report.failures.is_empty() {
         writeln!(out)?;
     }
-    write!(
-        out,
-        "{} files: {} errors, {} warnings, {} infos",
-        s.files, s.errors, s.warnings, s.infos
-    )?;
+    write!(out, "{}", super::github::summary_line(s))?;
     if s.failures > 0 {
         write!(out, ", {} files could not be read", s.failures)?;
     }
