@@ -32,6 +32,9 @@ pub struct Policy {
     /// copy) has its links checked against itself, instead of every one of
     /// them passing as "outside the store". Empty inside a build.
     pub also_checked: Vec<OsString>,
+    /// The outputs are paths given by hand: one that is itself a dangling
+    /// link is checked as a link, not skipped as a missing output.
+    pub given_by_hand: bool,
     /// `$TMPDIR`: targets below it are errors. `None` disables the rule
     /// (outside a build; upstream would match every absolute path then).
     pub tmpdir: Option<OsString>,
@@ -284,7 +287,8 @@ pub fn find_cycle(start: &Path) -> Vec<PathBuf> {
 pub fn check_output(output: &Path, policy: &Policy, log: &Logger) -> OutputReport {
     let mut report = OutputReport { output: output.to_path_buf(), ..OutputReport::default() };
     // `[[ ! -e $output ]]` follows links: an output that is a dangling link is missing.
-    if std::fs::metadata(output).is_err() {
+    let root_is_link = || std::fs::symlink_metadata(output).is_ok_and(|m| m.is_symlink());
+    if std::fs::metadata(output).is_err() && !(policy.given_by_hand && root_is_link()) {
         log.warn(&Msg::new("skipping non-existent output ").p(output));
         return report;
     }

@@ -75,11 +75,12 @@ fn run(args: Args) -> anyhow::Result<u8> {
     if args.paths.is_empty() && env.flag("dontCheckForBrokenSymlinks") {
         return Ok(EXIT_OK);
     }
-    let explicit = !args.paths.is_empty();
     let targets = env.targets(&args.paths)?;
+    let explicit = !args.paths.is_empty();
     let policy = Policy {
         store_dir: env.store_dir(),
         also_checked: Vec::new(),
+        given_by_hand: explicit,
         tmpdir: env.tmpdir(),
         extra: args.extra || args.strict || args.common.format == Format::Json,
         strict: args.strict,
@@ -147,8 +148,14 @@ fn explicit_root(
     } else {
         path.to_path_buf()
     };
-    let inside = under(root.as_os_str(), &policy.store_dir);
-    Ok((root.clone(), (!inside).then(|| root.into_os_string())))
+    // A single file or link is checked against the folder it sits in.
+    let tree = if std::fs::metadata(&root).is_ok_and(|m| m.is_dir()) {
+        root.clone()
+    } else {
+        root.parent().map_or_else(|| root.clone(), Path::to_path_buf)
+    };
+    let inside = under(tree.as_os_str(), &policy.store_dir);
+    Ok((root, (!inside).then(|| tree.into_os_string())))
 }
 
 #[cfg(test)]

@@ -1,0 +1,207 @@
+//! The command line a newcomer meets (issue 15): each binary's own help and
+//! version; links given by hand are followed, never a silent no-op; one bad
+//! argument does not stop the others; option values that would write a
+//! broken RUNPATH are refused; warnings show without `-v`.
+//!
+//! Results are checked from outside: readelf for RUNPATHs, file bytes for
+//! "untouched", exit statuses and the words on stderr.
+
+mod common;
+
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{search_path, sh, snapshot, text};
+
+const NBS: &str = env!("CARGO_BIN_EXE_no-broken-symlinks");
+const AADR: &str = env!("CARGO_BIN_EXE_auto-add-driver-runpath");
+const CEI: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
+
+fn run(exe: &str, dir: &Path, args: &[&str]) -> Output {
+    Command::new(exe)
+        .args(args)
+        .current_dir(dir)
+        .env_remove("NIX_LOG_FD")
+        .env_remove("NIX_DEBUG")
+        .env_remove("NIX_STORE")
+        .env_remove("outputs")
+        .env_remove("out")
+        .env_remove("NIX_ATTRS_JSON_FILE")
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `tree/lib/a.so` and `tree/bin/p` (plain gcc builds, no RUNPATH).
+fn elf_tree() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("a.c"), "int a(void) { return 1; }\n").unwrap();
+    std::fs::write(t.path().join("p.c"), "int main(void) { return 0; }\n").unwrap();
+    sh(
+        t.path(),
+        "set -e; mkdir -p tree/lib tree/bin; gcc -shared -fPIC -o tree/lib/a.so a.c; gcc -o tree/bin/p p.c",
+    );
+    t
+}
+
+#[test]
+fn each_binary_has_its_own_help_and_version() {
+    let d = tempfile::tempdir().unwrap();
+    let mut helps = Vec::new();
+    for (exe, name, own) in [
+        (NBS, "no-broken-symlinks", "dangling"),
+        (AADR, "auto-add-driver-runpath", "RUNPATH"),
+        (CEI, "cuda-elf-inspect", "cuobjdump"),
+    ] {
+        let v = run(exe, d.path(), &["--version"]);
+        assert_eq!(v.status.code(), Some(0));
+        assert_eq!(
+            String::from_utf8_lossy(&v.stdout),
+            format!("{name} {}\n", env!("CARGO_PKG_VERSION"))
+        );
+        let h = run(exe, d.path(), &["--help"]);
+        assert_eq!(h.status.code(), Some(0), "{}", text(&h));
+        let help = String::from_utf8_lossy(&h.stdout).into_owned();
+        assert!(help.contains(&format!("Usage: {name} ")), "{help}");
+        assert!(help.contains(own), "{name}: {help}");
+        assert!(!help.contains(env!("CARGO_PKG_DESCRIPTION")), "{name} prints the crate's text");
+        for section in ["Environment:", "Exit status:", "NIX_LOG_FD", "  0  ", "  1  ", "  2  "] {
+            assert!(help.contains(section), "{name} --help lacks {section:?}:\n{help}");
+        }
+        helps.push(help);
+    }
+    assert!(helps[0] != helps[1] && helps[1] != helps[2] && helps[0] != helps[2]);
+}
+
+#[test]
+fn links_given_by_hand_are_followed_not_silently_skipped() {
+    let t = elf_tree();
+    let d = t.path();
+    symlink("tree", d.join("result")).unwrap();
+    symlink("tree/lib/a.so", d.join("liba.so")).unwrap();
+    // A link to a folder: its files are reported under the name given.
+    let r = run(AADR, d, &["--check", "result"]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(out.contains("would patch result/lib/a.so: "), "{}", text(&r));
+    assert!(out.contains("would patch result/bin/p: "), "{}", text(&r));
+    // A link to a file: the file is patched, the link stays a link.
+    let r = run(AADR, d, &["liba.so"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert!(std::fs::symlink_metadata(d.join("liba.so")).unwrap().file_type().is_symlink());
+    assert_eq!(
+        search_path(&d.join("tree/lib/a.so")),
+        Some(("RUNPATH".into(), "/run/opengl-driver/lib".into()))
+    );
+    assert_eq!(search_path(&d.join("tree/bin/p")), None);
+    let r = run(AADR, d, &["result"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert_eq!(
+        search_path(&d.join("tree/bin/p")),
+        Some(("RUNPATH".into(), "/run/opengl-driver/lib".into()))
+    );
+}
+
+#[test]
+fn one_bad_argument_does_not_stop_the_others() {
+    let t = elf_tree();
+    let d = t.path();
+    let r = run(AADR, d, &["tree/lib/a.so", "/typo", "tree/bin/p"]);
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(stderr(&r).contains("auto-add-driver-runpath: /typo: no such file or directory"));
+    for f in ["tree/lib/a.so", "tree/bin/p"] {
+        assert_eq!(
+            search_path(&d.join(f)),
+            Some(("RUNPATH".into(), "/run/opengl-driver/lib".into())),
+            "{f}"
+        );
+    }
+    let r = run(AADR, d, &["--format", "json", "/typo", "tree"]);
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["argument_errors"][0], "/typo: no such file or directory");
+    assert_eq!(v["report"]["summary"]["unchanged"], 2);
+
+    std::fs::create_dir(d.join("links")).unwrap();
+    symlink("gone", d.join("links/dangling")).unwrap();
+    let r = run(NBS, d, &["/typo", "links"]);
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(stderr(&r).contains("no-broken-symlinks: /typo: no such file or directory"));
+    assert!(stderr(&r).contains("/links/dangling points to a missing target"), "{}", text(&r));
+}
+
+#[test]
+fn driver_links_that_would_write_a_broken_runpath_are_refused() {
+    let t = elf_tree();
+    let d = t.path();
+    let before = snapshot(&d.join("tree"));
+    for (value, why) in [
+        ("relative/dir", "must be an absolute path"),
+        ("/a:b", "must not contain ':'"),
+        ("", "empty"),
+    ] {
+        let r = run(AADR, d, &["--driver-link", value, "tree"]);
+        assert_eq!(r.status.code(), Some(2), "{value}: {}", text(&r));
+        assert!(stderr(&r).contains(why), "{value}: {}", text(&r));
+    }
+    assert!(before == snapshot(&d.join("tree")), "a refused run wrote something");
+    let r = run(AADR, d, &["--driver-link", "/opt/driver/", "tree/lib/a.so"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert_eq!(
+        search_path(&d.join("tree/lib/a.so")),
+        Some(("RUNPATH".into(), "/opt/driver/lib".into()))
+    );
+}
+
+#[test]
+fn warnings_show_outside_a_build_without_v() {
+    let t = elf_tree();
+    let d = t.path();
+    let data = std::fs::read(d.join("tree/lib/a.so")).unwrap();
+    std::fs::write(d.join("truncated.so"), &data[..200]).unwrap();
+    let r = run(AADR, d, &["--skip-unsupported", "truncated.so"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+    assert!(stderr(&r).contains("WARN: addDriverRunpath: truncated.so: "), "{}", text(&r));
+    // Upstream's stdout line for skipped static files stays gated on -v
+    // (NIX_DEBUG >= 1 inside a build).
+    sh(d, "printf 'int main(void){return 0;}' > s.c; gcc -static -o static s.c");
+    let r = run(AADR, d, &["static"]);
+    assert!(r.stdout.is_empty(), "{}", text(&r));
+}
+
+#[test]
+fn trees_outside_the_store_are_checked_against_themselves() {
+    let d = tempfile::tempdir().unwrap();
+    let d = d.path();
+    std::fs::create_dir_all(d.join("pkg/lib")).unwrap();
+    std::fs::write(d.join("pkg/lib/real"), b"x").unwrap();
+    symlink("real", d.join("pkg/lib/good")).unwrap();
+    symlink("../lib/gone.so", d.join("pkg/lib/dangling")).unwrap();
+    // NIX_STORE unset: the store is /nix/store, which this tree is not in.
+    let r = run(NBS, d, &["pkg"]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    assert!(stderr(&r).contains("pkg/lib/dangling points to a missing target"), "{}", text(&r));
+    // Through a `result`-style link too.
+    symlink("pkg", d.join("result")).unwrap();
+    let r = run(NBS, d, &["result"]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    // --extra finds a cycle inside such a tree.
+    std::fs::remove_file(d.join("pkg/lib/dangling")).unwrap();
+    symlink("b", d.join("pkg/lib/a")).unwrap();
+    symlink("a", d.join("pkg/lib/b")).unwrap();
+    let r = run(NBS, d, &["--extra", "pkg"]);
+    assert!(stderr(&r).contains("is part of a symlink cycle"), "{}", text(&r));
+    // A dangling link given by hand is checked, not skipped as a missing output.
+    let r = run(NBS, d, &["pkg/lib/a"]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+    // A clean tree passes.
+    for f in ["pkg/lib/a", "pkg/lib/b"] {
+        std::fs::remove_file(d.join(f)).unwrap();
+    }
+    let r = run(NBS, d, &["pkg"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r));
+}
