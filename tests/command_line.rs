@@ -205,3 +205,35 @@ fn trees_outside_the_store_are_checked_against_themselves() {
     let r = run(NBS, d, &["pkg"]);
     assert_eq!(r.status.code(), Some(0), "{}", text(&r));
 }
+
+/// `make demo` (docs/demo.sh) on the binaries under test: real device code
+/// from the pinned wheel, a real finding that auto-add-driver-runpath fixes,
+/// the cuobjdump-style listing, a broken link found and then gone; under a
+/// minute (it fetches 4.3 MB once, into .cache/demo/).
+#[test]
+fn the_demo_shows_the_whole_suite() {
+    let bin_dir = Path::new(CEI).parent().unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new("bash")
+        .arg(common::root().join("docs/demo.sh"))
+        .arg(bin_dir)
+        .env_remove("NIX_LOG_FD")
+        .env_remove("NIX_DEBUG")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let steps: Vec<&str> = stdout.split("\n\u{1b}[1m== ").collect();
+    assert_eq!(steps.len(), 6, "{stdout}");
+    assert!(steps[1].contains("SASS sm_50") && steps[1].contains("sm_90"), "{}", steps[1]);
+    assert!(steps[1].contains("error [missing-driver-runpath]"), "{}", steps[1]);
+    assert!(steps[1].contains("(exit status 1)"), "{}", steps[1]);
+    assert!(steps[2].contains("Library runpath: [/run/opengl-driver/lib:$ORIGIN]"), "{}", steps[2]);
+    assert!(!steps[3].contains("[missing-driver-runpath]"), "{}", steps[3]);
+    assert!(steps[3].contains("(exit status 0)"), "{}", steps[3]);
+    assert!(steps[4].contains("ELF file    1: libnvjpeg.so.1.sm_"), "{}", steps[4]);
+    assert!(steps[5].contains("points to a missing target"), "{}", steps[5]);
+    assert!(steps[5].trim_end().ends_with("(exit status 0)"), "{}", steps[5]);
+    assert!(took.as_secs() < 60, "the demo took {took:?}");
+}
