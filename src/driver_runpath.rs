@@ -233,7 +233,7 @@ enum FileError {
     Elf(#[from] ElfError),
     #[error("{}", crate::error::describe_io(.0))]
     Io(#[from] io::Error),
-    #[error("{}", crate::error::describe_io(&.0.source))]
+    #[error("{}", .0.reason())]
     Path(#[from] PathError),
 }
 
@@ -243,6 +243,21 @@ pub fn process_file(path: &Path, links: &[PathBuf], cfg: &Config) -> FileReport 
     match process_inner(path, links, cfg, &mut report) {
         Ok(()) => report,
         Err(FileError::Elf(e)) => report.failed(ErrorKind::Elf, e.to_string()),
+        Err(FileError::Path(e))
+            if e.op == Some(atomic::TEMP_CREATE)
+                && matches!(
+                    e.source.raw_os_error(),
+                    Some(libc::EACCES | libc::EPERM | libc::EROFS)
+                ) =>
+        {
+            // A read-only folder: say what would work instead.
+            let hint = if cfg.in_place {
+                "the folder is read-only and the file could not be patched in place: make the folder or the file writable"
+            } else {
+                "the folder is read-only: make it writable, or make the file writable and pass --in-place"
+            };
+            report.failed(ErrorKind::Io, format!("{} ({hint})", e.reason()))
+        }
         Err(e) => report.failed(ErrorKind::Io, e.to_string()),
     }
 }
