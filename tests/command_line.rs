@@ -237,3 +237,25 @@ fn the_demo_shows_the_whole_suite() {
     assert!(steps[5].trim_end().ends_with("(exit status 0)"), "{}", steps[5]);
     assert!(took.as_secs() < 60, "the demo took {took:?}");
 }
+
+/// One truncated file, two tools, one wording: `truncated: <table> at
+/// offset <hex> runs past the end of the file (<n> bytes)`.
+#[test]
+fn truncation_is_worded_alike_by_both_elf_tools() {
+    let t = elf_tree();
+    let d = t.path();
+    let data = std::fs::read(d.join("tree/lib/a.so")).unwrap();
+    for keep in [30usize, 300] {
+        std::fs::write(d.join("cut.so"), &data[..keep]).unwrap();
+        let tail = format!(" runs past the end of the file ({keep} bytes)");
+        let r = run(AADR, d, &["cut.so"]);
+        assert_eq!(r.status.code(), Some(1), "{}", text(&r));
+        let err = stderr(&r);
+        assert!(err.contains("cut.so: truncated: ") && err.contains(&tail), "{}", text(&r));
+        let r = run(CEI, d, &["cut.so"]);
+        assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+        let out = String::from_utf8_lossy(&r.stdout);
+        assert!(out.contains("cut.so: truncated: ") && out.contains(&tail), "{}", text(&r));
+        assert!(out.contains("1 file could not be read"), "{}", text(&r));
+    }
+}

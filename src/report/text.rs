@@ -49,7 +49,7 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool)
     }
     write!(out, "{}", super::github::summary_line(s))?;
     if s.failures > 0 {
-        write!(out, ", {} files could not be read", s.failures)?;
+        write!(out, ", {} could not be read", super::count(s.failures, "file", "files"))?;
     }
     if s.baselined > 0 {
         write!(out, " ({} known findings hidden by the baseline)", s.baselined)?;
