@@ -6,6 +6,7 @@
 //! under `--check`, an error finding), 2 the tool itself failed (bad
 //! arguments, unreadable build environment, I/O errors it could not get past).
 
+use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
@@ -90,4 +91,86 @@ pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     out.write_all(b"\n")?;
     out.flush()?;
     Ok(())
+}
+
+/// cuobjdump's options that `cuda-elf-inspect` does not implement, long and
+/// short forms: refused with a message naming them, instead of clap reading
+/// `-sass` as the flags `-s -a -s -s` and suggesting `-- -s`.
+const CUOBJDUMP_UNSUPPORTED: &[(&str, &str)] = &[
+    ("--dump-elf", "-elf"),
+    ("--dump-elf-symbols", "-symbols"),
+    ("--dump-ptx", "-ptx"),
+    ("--dump-resource-usage", "-res-usage"),
+    ("--dump-sass", "-sass"),
+    ("--extract-elf", "-xelf"),
+    ("--extract-ptx", "-xptx"),
+    ("--extract-text", "-xtext"),
+    ("--function", "-fun"),
+    ("--function-index", "-findex"),
+    ("--gpu-architecture", "-arch"),
+    ("--list-text", "-ltext"),
+    ("--options-file", "-optf"),
+    ("--sort-functions", "-sort"),
+];
+
+/// Rewrites cuobjdump's single-dash listing options (`-lelf`, `-lptx`,
+/// `-all`) to ours and refuses the cuobjdump options we do not implement,
+/// naming them. Arguments after `--` are paths and are left alone (a file
+/// may be called `-lelf`).
+pub fn cuobjdump_args(args: impl IntoIterator<Item = OsString>) -> Result<Vec<OsString>, String> {
+    let mut out = Vec::new();
+    let mut options_done = false;
+    for (i, arg) in args.into_iter().enumerate() {
+        let text = arg.to_str().filter(|_| i > 0 && !options_done);
+        match text {
+            Some("--") => {
+                options_done = true;
+                out.push(arg);
+            }
+            Some("-lelf") => out.push("--list-elf".into()),
+            Some("-lptx") => out.push("--list-ptx".into()),
+            Some("-all") => out.push("--all-fatbin".into()),
+            Some(t) => {
+                let name = t.split('=').next().unwrap_or(t);
+                if let Some((long, short)) =
+                    CUOBJDUMP_UNSUPPORTED.iter().find(|(l, s)| *l == name || *s == name)
+                {
+                    return Err(format!(
+                        "{t}: cuobjdump's {long} ({short}) is not implemented; only its listing options are \
+                         (--list-elf/-lelf, --list-ptx/-lptx, --all-fatbin/-all): use cuobjdump for dumps and extraction"
+                    ));
+                }
+                out.push(arg);
+            }
+            None => out.push(arg),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Result<Vec<String>, String> {
+        cuobjdump_args(list.iter().map(OsString::from))
+            .map(|v| v.into_iter().map(|a| a.into_string().unwrap()).collect())
+    }
+
+    #[test]
+    fn cuobjdump_listing_options_are_rewritten_until_double_dash() {
+        assert_eq!(
+            args(&["x", "-lelf", "-all", "f", "--", "-lptx"]).unwrap(),
+            ["x", "--list-elf", "--all-fatbin", "f", "--", "-lptx"]
+        );
+    }
+
+    #[test]
+    fn unsupported_cuobjdump_options_are_named() {
+        let e = args(&["x", "-sass", "f"]).unwrap_err();
+        assert!(e.starts_with("-sass: cuobjdump's --dump-sass (-sass) is not implemented"), "{e}");
+        let e = args(&["x", "--gpu-architecture=sm_80", "f"]).unwrap_err();
+        assert!(e.contains("--gpu-architecture (-arch)"), "{e}");
+        assert_eq!(args(&["x", "--", "-sass"]).unwrap(), ["x", "--", "-sass"]);
+    }
 }
