@@ -154,9 +154,15 @@ bench_symlinks() {
   local envs
   read -ra envs < <(nbs_env "$dir")
   if ((upstream_rounds > 0)); then
-    compare "noBrokenSymlinks" "$n links" "$upstream_rounds" "$rounds" "upstream bash hook" \
-      -- env "${envs[@]}" "$bin/no-broken-symlinks" \
-      -- env "${envs[@]}" bash -c "source tests/upstream/setup-stub.bash; source tests/upstream/no-broken-symlinks.bash; noBrokenSymlinksInAllOutputs"
+    # Both hooks inside Nixpkgs' real setup.sh (tests/upstream/real-setup.bash):
+    # Nixpkgs' own no-broken-symlinks.sh against ours calling the binary.
+    local nixpkgs ours_hook=$cache/no-broken-symlinks-hook.sh
+    nixpkgs=$(tests/tools/nixpkgs-upstream.sh) || exit 2
+    sed "s|@noBrokenSymlinks@|$bin/no-broken-symlinks|g" hooks/no-broken-symlinks.sh >"$ours_hook"
+    compare "noBrokenSymlinks" "$n links" "$upstream_rounds" "$rounds" "upstream hook, real setup.sh" \
+      -- env "${envs[@]}" NCH_NIXPKGS="$nixpkgs" bash tests/upstream/real-setup.bash "$ours_hook" \
+      -- env "${envs[@]}" NCH_NIXPKGS="$nixpkgs" bash tests/upstream/real-setup.bash \
+      "$nixpkgs/pkgs/build-support/setup-hooks/no-broken-symlinks.sh"
   fi
   compare "noBrokenSymlinks" "$n links" "$rounds" "$rounds" "find -xtype l" \
     -- env "${envs[@]}" "$bin/no-broken-symlinks" \

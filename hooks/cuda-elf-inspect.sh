@@ -17,10 +17,25 @@ if (("${cudaElfInspectHookInstalled:-0}" > 0)); then
 fi
 declare -ig cudaElfInspectHookInstalled=1
 
-# After the RUNPATH hooks (autoAddDriverRunpath, removeStubsFromRunpathHook,
-# autoAddCudaCompatRunpath), which also live in postFixupHooks: list this hook
-# after them in nativeBuildInputs. cudaElfInspect warns when it is not.
+# After the RUNPATH hooks, which also live in postFixupHooks: list this hook
+# after them in nativeBuildInputs. cudaElfInspect warns when one of them runs
+# later: autoAddDriverRunpath ("autoFixElfFiles addDriverRunpath", ours and
+# Nixpkgs'), autoAddCudaCompatRunpath ("autoFixElfFiles addCudaCompatRunpath"),
+# removeStubsFromRunpathHook ("autoFixElfFiles removeStubsFromRunpath") and
+# autoPatchelfHook (autoPatchelfPostFixup). removeStubsFromRunpathHook
+# registers in a prePhase, after every hook was sourced: so at preFixup
+# (after all prePhases) this entry moves itself to the end of postFixupHooks.
 postFixupHooks+=(cudaElfInspect)
+preFixupHooks+=(cudaElfInspectMoveLast)
+
+cudaElfInspectMoveLast() {
+  local -a kept=()
+  local hook
+  for hook in "${postFixupHooks[@]}"; do
+    [[ $hook == cudaElfInspect ]] || kept+=("$hook")
+  done
+  postFixupHooks=("${kept[@]}" cudaElfInspect)
+}
 
 cudaElfInspect() {
   if [[ -n ${dontInspectCudaElfFiles-} ]]; then
@@ -37,7 +52,7 @@ cudaElfInspect() {
   for hook in "${postFixupHooks[@]}"; do
     if [[ $hook == cudaElfInspect ]]; then
       seenSelf=1
-    elif [[ -n $seenSelf && $hook =~ (addDriverRunpath|removeStubsFromRunpath|autoAddCudaCompatRunpath|autoPatchelf) ]]; then
+    elif [[ -n $seenSelf && $hook =~ (addDriverRunpath|addCudaCompatRunpath|removeStubsFromRunpath|autoPatchelf) ]]; then
       nixWarnLog "runs before '$hook', which changes RUNPATHs: list cudaElfInspectHook after it in nativeBuildInputs"
     fi
   done

@@ -8,6 +8,16 @@
 #   audit { package = pkgs.cudaPackages.cudnn; }                 # one package
 #   audit.set { packages = pkgs.cudaPackages; }                  # every derivation in a set
 #
+# `set` audits each derivation of the set once: Nixpkgs' CUDA aliases
+# (cuda-modules/aliases.nix, read from `path`, i.e. pkgs.path) are skipped
+# unevaluated (evaluating one warns, and it names a package audited under its
+# own name); so are non-derivations, stdenvs (cudaStdenv, backendStdenv) and
+# setup hooks (attributes named *Hook, derivations named *-hook), and, unless
+# includeUnavailable = true, packages whose meta.available is false (broken,
+# unfree without allowUnfree, unsupported platform). Each skipped attribute is
+# listed with its reason in the set's `_skipped` derivation (skipped.json, and
+# the counts in its build log) and in `_skipped.skipped` at evaluation time.
+#
 # Each audit's $out holds report.txt, report.json and report.sarif (SARIF
 # 2.1.0, for code-scanning UIs) and lists them in
 # nix-support/hydra-build-products, so Hydra offers them for download. The
@@ -21,6 +31,9 @@
   lib,
   runCommand,
   nix-cuda-hooks,
+  # Nixpkgs' root (callPackage passes pkgs.path), to read the CUDA alias
+  # names from; null: no alias list.
+  path ? null,
 }:
 let
   audit =
@@ -93,22 +106,82 @@ let
         fi
       '';
 
-  # Every derivation of an attribute set (not recursing), by attribute name.
-  # Packages not available on this platform or marked broken are left out.
+  # The attribute names Nixpkgs' aliases.nix adds to every CUDA package set
+  # (its keys are known without evaluating any alias).
+  aliasesFile = if path == null then null else path + "/pkgs/development/cuda-modules/aliases.nix";
+  cudaAliasNames =
+    if aliasesFile != null && builtins.pathExists aliasesFile then
+      builtins.attrNames ((import aliasesFile { inherit lib; }) { } { })
+    else
+      [ ];
+
+  # Why an attribute of a set is not audited, or null when it is.
+  skipReason =
+    {
+      aliases,
+      includeUnavailable,
+    }:
+    name: value:
+    let
+      isDrv = builtins.tryEval (lib.isDerivation value);
+      isStdenv = builtins.tryEval (builtins.isAttrs value && value ? mkDerivation);
+      available = builtins.tryEval (value.meta.available or true);
+      drvName = builtins.tryEval (value.name or "");
+    in
+    if builtins.elem name aliases then
+      "an alias (Nixpkgs' cuda-modules/aliases.nix), audited under the name it points to"
+    else if !isDrv.success || !isStdenv.success then
+      "does not evaluate"
+    else if isStdenv.value then
+      "a stdenv"
+    else if !isDrv.value then
+      "not a derivation"
+    else if lib.hasSuffix "Hook" name || (drvName.success && lib.hasSuffix "-hook" drvName.value) then
+      "a setup hook"
+    else if !includeUnavailable && !(available.success && available.value) then
+      "meta.available is false (broken, unfree or unsupported here); includeUnavailable = true audits it"
+    else
+      null;
+
+  # Every derivation of an attribute set (not recursing), by attribute name,
+  # plus `_skipped`: what was left out and why.
   set =
     {
       packages,
+      aliases ? cudaAliasNames,
+      includeUnavailable ? false,
       ...
     }@args:
-    lib.mapAttrs (_: package: audit ((removeAttrs args [ "packages" ]) // { inherit package; })) (
-      lib.filterAttrs (
-        _: value:
-        let
-          tried = builtins.tryEval (lib.isDerivation value && (value.meta.available or true));
-        in
-        tried.success && tried.value
-      ) packages
-    );
+    let
+      auditArgs = removeAttrs args [
+        "packages"
+        "aliases"
+        "includeUnavailable"
+      ];
+      reasons = lib.mapAttrs (skipReason { inherit aliases includeUnavailable; }) packages;
+      skipped = lib.filterAttrs (_: reason: reason != null) reasons;
+      audited = lib.filterAttrs (name: _: reasons.${name} == null) packages;
+      counts = lib.foldlAttrs (acc: _: reason: acc // { ${reason} = (acc.${reason} or 0) + 1; }) { } skipped;
+    in
+    lib.mapAttrs (_: package: audit (auditArgs // { inherit package; })) audited
+    // {
+      _skipped =
+        runCommand "cuda-elf-inspect-skipped"
+          {
+            skippedJson = builtins.toJSON skipped;
+            countsText = lib.concatStringsSep "\n" (
+              lib.mapAttrsToList (reason: n: "${toString n} ${reason}") counts
+            );
+            passAsFile = [ "skippedJson" ];
+            passthru = { inherit skipped counts; };
+          }
+          ''
+            mkdir -p "$out"
+            cp "$skippedJsonPath" "$out/skipped.json"
+            echo "cudaElfInspectAudit: ${toString (builtins.length (builtins.attrNames audited))} audited, ${toString (builtins.length (builtins.attrNames skipped))} skipped:"
+            echo "$countsText"
+          '';
+    };
 in
 {
   __functor = _: audit;

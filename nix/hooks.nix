@@ -5,6 +5,10 @@
 #
 #   hooks = pkgs.callPackage ./nix/hooks.nix { nix-cuda-hooks = pkgs.pkgsStatic.callPackage ./nix/package.nix { }; };
 #
+# callPackage also hands over Nixpkgs' own `addDriverRunpath` and
+# `autoFixElfFiles` packages: our autoAddDriverRunpath propagates them, as
+# upstream's does, so their shell functions exist in every build using it.
+#
 # Placeholders (each hook fails with a message naming itself and this file
 # when one is left unsubstituted):
 #   @noBrokenSymlinks@      path of the no-broken-symlinks binary
@@ -23,6 +27,11 @@
   lib,
   makeSetupHook,
   nix-cuda-hooks,
+  # Nixpkgs' own setup hooks (pkgs/by-name): addDriverRunpath defines the
+  # addDriverRunpath function, autoFixElfFiles defines autoFixElfFiles and
+  # elfHasDynamicSection.
+  addDriverRunpath,
+  autoFixElfFiles,
   # A CUDA package set, for cudaElfInspectHook's defaults; null outside one.
   cudaPackages ? null,
 }:
@@ -80,15 +89,33 @@ let
     substitutions.noBrokenSymlinks = bin "no-broken-symlinks";
     meta = meta "Fails the build when an output holds dangling or reflexive symlinks (fast noBrokenSymlinks)";
   } ../hooks/no-broken-symlinks.sh;
+  # Sourced after Nixpkgs' autoFixElfFiles (propagated after it, below): runs
+  # "autoFixElfFiles addDriverRunpath" as one call of our binary.
+  autoFixElfFilesDriverRunpath = makeSetupHook {
+    name = "auto-fix-elf-files-driver-runpath";
+    substitutions.autoAddDriverRunpath = bin "auto-add-driver-runpath";
+    meta = meta "Runs autoFixElfFiles addDriverRunpath as one call of the static auto-add-driver-runpath binary";
+  } ../hooks/auto-fix-elf-files-driver-runpath.sh;
 in
 {
-  inherit noBrokenSymlinksHook mkCudaElfInspectHook cudaPolicyOf;
+  inherit
+    noBrokenSymlinksHook
+    mkCudaElfInspectHook
+    cudaPolicyOf
+    autoFixElfFilesDriverRunpath
+    ;
 
-  # Drop-in for Nixpkgs' autoAddDriverRunpath (same registration in
-  # postFixupHooks, same opt-out dontUseAutoAddDriverRunpath).
+  # Drop-in for Nixpkgs' autoAddDriverRunpath: same postFixupHooks entry
+  # ("autoFixElfFiles addDriverRunpath"), same opt-out
+  # (dontUseAutoAddDriverRunpath), same propagated packages; the order of
+  # propagatedBuildInputs matters: ours last, so that it wraps theirs.
   autoAddDriverRunpath = makeSetupHook {
     name = "auto-add-driver-runpath-hook";
-    substitutions.autoAddDriverRunpath = bin "auto-add-driver-runpath";
+    propagatedBuildInputs = [
+      addDriverRunpath
+      autoFixElfFiles
+      autoFixElfFilesDriverRunpath
+    ];
     meta = meta "Adds the driver directory (/run/opengl-driver/lib) to the RUNPATH of every dynamic ELF file in the outputs";
   } ../hooks/auto-add-driver-runpath.sh;
 
@@ -99,13 +126,15 @@ in
     else
       mkCudaElfInspectHook (cudaPolicyOf cudaPackages);
 
-  # Nixpkgs' noBrokenSymlinks is not a package but a file that every stdenv
-  # sources first (defaultNativeBuildInputs), and it sets the guard
-  # `noBrokenSymlinksHookInstalled`, so adding ours to nativeBuildInputs alone
-  # does nothing. This stdenv adapter puts ours in extraNativeBuildInputs,
-  # which stdenv lists before its own hooks: ours is sourced first, registers,
-  # and the upstream file then sees the guard and skips. Changing a stdenv
-  # rebuilds everything built with it: opt in per stdenv.
+  # Nixpkgs' noBrokenSymlinks is not a package but a file every stdenv lists
+  # in defaultNativeBuildInputs, and setup.sh sources those LAST, after the
+  # derivation's own (propagated) inputs. Ours sets the same guard
+  # (`noBrokenSymlinksHookInstalled`), so ours in nativeBuildInputs, or
+  # propagated by any input, is sourced first and replaces the upstream check
+  # for that derivation. This stdenv adapter makes it the check of every
+  # derivation built with the stdenv (extraNativeBuildInputs come before the
+  # default hooks). Changing a stdenv rebuilds everything built with it: opt
+  # in per stdenv.
   withNoBrokenSymlinksHook =
     stdenv:
     stdenv.override (old: {

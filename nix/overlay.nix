@@ -2,7 +2,9 @@
 #
 # What it changes:
 #   - `autoAddDriverRunpath` becomes ours (same interface: add it to
-#     nativeBuildInputs; opt out with dontUseAutoAddDriverRunpath). Every CUDA
+#     nativeBuildInputs; opt out with dontUseAutoAddDriverRunpath; same
+#     postFixupHooks entry "autoFixElfFiles addDriverRunpath"; it propagates
+#     Nixpkgs' addDriverRunpath and autoFixElfFiles as upstream's does). Every CUDA
 #     package in Nixpkgs takes it from the top level, so all of them switch.
 #     This rebuilds the packages that use it (their inputs change).
 #   - every CUDA package set (cudaPackages, cudaPackages_12_8, ...) gains
@@ -13,9 +15,11 @@
 #     helpers of nix/hooks.nix) and `nixCudaHooksAudit` (nix/audit.nix) are
 #     added.
 #   - Nixpkgs' own noBrokenSymlinks check is NOT replaced by default: it is
-#     part of every stdenv and swapping it rebuilds the world. Opt in per
-#     stdenv with `final.nixCudaHooks.withNoBrokenSymlinksHook`, e.g. in your
-#     own overlay:
+#     part of every stdenv and swapping it rebuilds the world. setup.sh
+#     sources a stdenv's default hooks after a derivation's own inputs, so
+#     ours in a package's nativeBuildInputs (or propagated to it) replaces the
+#     check for that package; for every package of a stdenv use
+#     `final.nixCudaHooks.withNoBrokenSymlinksHook`, e.g. in your own overlay:
 #       final: prev: { stdenv = final.nixCudaHooks.withNoBrokenSymlinksHook prev.stdenv; }
 #     (or only for CUDA packages, by passing such a stdenv to them).
 #
@@ -43,7 +47,8 @@ let
   };
 in
 {
-  nix-cuda-hooks = final.pkgsStatic.callPackage ./package.nix { };
+  # Built static; its passthru.tests run the hooks in the ordinary stdenv too.
+  nix-cuda-hooks = final.pkgsStatic.callPackage ./package.nix { testStdenv = final.stdenv; };
 
   nixCudaHooks = hooksFor null // {
     # What the overlay replaced, to go back per attribute.

@@ -11,6 +11,10 @@
   stdenv,
   callPackage,
   testers,
+  # The stdenv passthru.tests run the hooks in: the ordinary one users build
+  # with (nix/overlay.nix passes pkgs.stdenv). The binaries themselves come
+  # from pkgsStatic, whose stdenv the tests also use, suffixed "Static".
+  testStdenv ? stdenv,
 }:
 let
   cargoToml = lib.importTOML ../Cargo.toml;
@@ -62,11 +66,24 @@ rustPlatform.buildRustPackage (finalAttrs: {
 
   passthru = {
     inherit binaries;
-    # The setup hooks built from this package, in real stdenv builds.
-    tests = import ./tests/nixpkgs-hook-tests.nix {
-      inherit lib stdenv callPackage testers;
-      nix-cuda-hooks = finalAttrs.finalPackage;
-    };
+    # The setup hooks built from this package, in real stdenv builds: the
+    # ordinary stdenv, and the static one this package is built with.
+    tests =
+      let
+        testsWith =
+          stdenv:
+          import ./tests/nixpkgs-hook-tests.nix {
+            inherit
+              lib
+              stdenv
+              callPackage
+              testers
+              ;
+            nix-cuda-hooks = finalAttrs.finalPackage;
+          };
+      in
+      testsWith testStdenv
+      // lib.mapAttrs' (name: lib.nameValuePair "${name}Static") (testsWith stdenv);
   };
 
   meta = {

@@ -490,45 +490,70 @@ fn cuda_library_and_program_keep_their_device_code() {
     assert_eq!(sh(dir, "readelf -W --dyn-syms out/lib/libk.so | grep -c launch").trim(), "1");
 }
 
+/// Our hook among Nixpkgs' own, in Nixpkgs' real setup.sh (read in place from
+/// the pinned files, through tests/upstream/real-setup.bash): the stdenv's
+/// default hooks list is Nixpkgs' addDriverRunpath and autoFixElfFiles
+/// hooks, ours (twice, as two packages propagating copies) and our wrapper, in
+/// the order nix/hooks.nix propagates them; patchelf on PATH as in a stdenv.
 #[test]
-fn hook_sourced_by_a_setup_sh_stand_in() {
+fn hook_in_nixpkgs_setup_sh_with_nixpkgs_own_hooks() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
     std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
-    sh(dir, "set -e; mkdir -p store/o-out/bin store/o-lib/lib; gcc -o store/o-out/bin/p plain.c; gcc -shared -fPIC -o store/o-lib/lib/libp.so plain.c");
-    let hook = std::fs::read_to_string(root().join("hooks/auto-add-driver-runpath.sh")).unwrap();
-    assert!(hook.contains("@autoAddDriverRunpath@"));
-    let hook =
-        hook.replace("@autoAddDriverRunpath@", env!("CARGO_BIN_EXE_auto-add-driver-runpath"));
-    std::fs::write(dir.join("hook.sh"), hook).unwrap();
-    // The parts of setup.sh the hook relies on: the hook arrays, runHook,
-    // the log functions, outputs as variables, NIX_LOG_FD.
-    let harness = r#"
-set -eu -o pipefail
-postFixupHooks=()
-nixInfoLog() { [[ ${NIX_DEBUG:-0} -ge 3 ]] && echo "INFO: ${FUNCNAME[1]}: $*" >&"$NIX_LOG_FD" || true; }
-runHook() {
-  local hookName=$1; shift
-  local hooksSlice="${hookName%Hook}Hooks[@]"
-  local hook
-  for hook in "_callImplicitHook 0 $hookName" ${!hooksSlice+"${!hooksSlice}"}; do
-    _eval "$hook" "$@"
-  done
-}
-_callImplicitHook() { local def=$1 hookName=$2; if declare -F "$hookName" >/dev/null; then "$hookName"; elif [[ -n ${!hookName-} ]]; then eval "${!hookName}"; fi; }
-_eval() { if declare -F "$1" >/dev/null; then "$@"; else eval "$1"; fi; }
-export NIX_LOG_FD=2 NIX_DEBUG=1
-export outputs="out lib" out="$PWD/store/o-out" lib="$PWD/store/o-lib"
-source ./hook.sh
-source ./hook.sh
-runHook postFixup
-"#;
-    std::fs::write(dir.join("build.sh"), harness).unwrap();
-    let out = std::process::Command::new("bash").arg("build.sh").current_dir(dir).output().unwrap();
+    sh(dir, "set -e; mkdir -p store/o-out/bin store/o-lib/lib build tools/bin; gcc -o store/o-out/bin/p plain.c; gcc -shared -fPIC -o store/o-lib/lib/libp.so plain.c");
+    std::os::unix::fs::symlink(tool("patchelf"), dir.join("tools/bin/patchelf")).unwrap();
+    let upstream = |p: &str| std::fs::read_to_string(Path::new(nixpkgs()).join(p)).unwrap();
+    let ours = |p: &str| std::fs::read_to_string(root().join(p)).unwrap();
+    let hook = ours("hooks/auto-add-driver-runpath.sh");
+    assert!(!hook.contains('@'), "the registering hook has no placeholder");
+    let files = [
+        (
+            "add-driver-runpath.sh",
+            upstream("pkgs/by-name/ad/addDriverRunpath/setup-hook.sh")
+                .replace("@driverLink@", "/run/opengl-driver"),
+        ),
+        (
+            "auto-fix-elf-files.sh",
+            upstream("pkgs/by-name/au/autoFixElfFiles/auto-fix-elf-files.sh"),
+        ),
+        ("hook.sh", hook.clone()),
+        ("hook-again.sh", hook),
+        (
+            "wrapper.sh",
+            ours("hooks/auto-fix-elf-files-driver-runpath.sh")
+                .replace("@autoAddDriverRunpath@", env!("CARGO_BIN_EXE_auto-add-driver-runpath")),
+        ),
+    ];
+    for (name, text) in &files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let run = |pre: &str, run: &str| {
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(root().join("tests/upstream/real-setup.bash")).current_dir(dir);
+        for (name, _) in &files {
+            cmd.arg(dir.join(name));
+        }
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("NCH_NIXPKGS", nixpkgs())
+            .env("NCH_PRE", format!("initialPath+=' {}'; {pre}", dir.join("tools").display()))
+            .env("NCH_RUN", run)
+            .env("NIX_LOG_FD", "2")
+            .env("NIX_DEBUG", "1")
+            .env("TMPDIR", dir.join("build"))
+            .env("NIX_STORE", dir.join("store"))
+            .env("outputs", "out lib")
+            .env("out", dir.join("store/o-out"))
+            .env("lib", dir.join("store/o-lib"))
+            .output()
+            .unwrap()
+    };
+    let out = run("", r#"echo "hooks: ${postFixupHooks[*]}"; runHook postFixup"#);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(stdout.matches("Sourcing auto-add-driver-runpath-hook\n").count(), 2, "{stdout}");
     assert_eq!(stdout.matches("Using autoAddDriverRunpath\n").count(), 1, "{stdout}");
+    assert!(stdout.contains("hooks: autoFixElfFiles addDriverRunpath\n"), "{stdout}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("autoFixElfFiles: using addDriverRunpath to fix"), "{}", text(&out));
     assert_eq!(search_path(&dir.join("store/o-out/bin/p")).unwrap().1, DRIVER);
@@ -536,49 +561,39 @@ runHook postFixup
 
     // The opt-out: nothing registered, nothing patched.
     sh(dir, "gcc -o store/o-out/bin/q plain.c");
-    let optout = std::fs::read_to_string(dir.join("build.sh")).unwrap().replace(
-        "source ./hook.sh\nsource",
-        "dontUseAutoAddDriverRunpath=1\nsource ./hook.sh\nsource",
-    );
-    std::fs::write(dir.join("optout.sh"), optout).unwrap();
-    let out =
-        std::process::Command::new("bash").arg("optout.sh").current_dir(dir).output().unwrap();
+    let out = run("dontUseAutoAddDriverRunpath=1", "runHook postFixup");
     assert!(out.status.success(), "{}", text(&out));
     assert!(!String::from_utf8_lossy(&out.stdout).contains("Using autoAddDriverRunpath"));
     assert_eq!(search_path(&dir.join("store/o-out/bin/q")), None);
 
     // The deprecated opt-out still works, and says it is deprecated.
-    let deprecated = std::fs::read_to_string(dir.join("build.sh")).unwrap().replace(
-        "source ./hook.sh\nsource",
-        "dontUseAutoAddOpenGLRunpath=1\nsource ./hook.sh\nsource",
-    );
-    std::fs::write(dir.join("deprecated.sh"), deprecated).unwrap();
-    let out =
-        std::process::Command::new("bash").arg("deprecated.sh").current_dir(dir).output().unwrap();
+    let out = run("dontUseAutoAddOpenGLRunpath=1", "runHook postFixup");
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("dontUseAutoAddOpenGLRunpath is deprecated"), "{stdout}");
+    assert!(stdout.contains("dontUseAutoAddOpenGLRunpath has been deprecated"), "{stdout}");
     assert!(!stdout.contains("Using autoAddDriverRunpath"), "{stdout}");
     assert_eq!(search_path(&dir.join("store/o-out/bin/q")), None);
 
-    // The addDriverRunpath function, called by hand on one file.
-    std::fs::write(
-        dir.join("byhand.sh"),
-        "set -eu\nsource ./hook.sh >/dev/null\naddDriverRunpath --force-rpath store/o-out/bin/q store/nothing/*.so\n",
-    )
-    .unwrap();
-    let out =
-        std::process::Command::new("bash").arg("byhand.sh").current_dir(dir).output().unwrap();
+    // addDriverRunpath by hand is Nixpkgs' own function (patchelf, its rules:
+    // an empty old RUNPATH leaves an empty entry).
+    let out = run("", "addDriverRunpath --force-rpath store/o-out/bin/q store/nothing/*.so");
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(search_path(&dir.join("store/o-out/bin/q")), Some(("RPATH".into(), DRIVER.into())));
-    std::fs::write(dir.join("bad.sh"), "source ./hook.sh >/dev/null\naddDriverRunpath --xyz f\n")
-        .unwrap();
-    let out = std::process::Command::new("bash").arg("bad.sh").current_dir(dir).output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
-        "addDriverRunpath: ERROR: Invalid command line argument: --xyz\n"
+        search_path(&dir.join("store/o-out/bin/q")),
+        Some(("RPATH".into(), format!("{DRIVER}:")))
     );
+    let out = run("", "addDriverRunpath --xyz f");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("addDriverRunpath: ERROR: Invalid command line argument: --xyz\n"));
+
+    // Any other action goes to Nixpkgs' autoFixElfFiles, file by file.
+    let out = run("", r#"mine() { echo "mine: ${1##*/}"; }; autoFixElfFiles mine"#);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for f in ["mine: p\n", "mine: q\n", "mine: libp.so\n"] {
+        assert!(stdout.contains(f), "{stdout}");
+    }
 }
 
 #[test]
@@ -1138,18 +1153,28 @@ fn system_corpus() {
     }
 }
 
-/// A real `nix-build` (Nix 2.8, store under a temp folder, no sandbox) of a
-/// derivation whose builder compiles a program and a library, sources the
-/// hook and runs the postFixup hooks, with and without structured attributes.
+/// A real `nix-build` (Nix >= 2.18 from .tools, store under a temp folder, no
+/// sandbox) of a derivation whose builder compiles a program and a library,
+/// sources Nixpkgs' own addDriverRunpath and autoFixElfFiles hooks (read in
+/// place from the pinned Nixpkgs files), then ours, and runs the postFixup
+/// hooks, with and without structured attributes. The full setup.sh runs in
+/// nix/tests (run.sh); this one checks the binary behind the entry.
 #[test]
 fn hook_in_a_real_nix_build() {
     let nix_build = tool("nix-build");
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
-    let hook = std::fs::read_to_string(root().join("hooks/auto-add-driver-runpath.sh"))
-        .unwrap()
-        .replace("@autoAddDriverRunpath@", env!("CARGO_BIN_EXE_auto-add-driver-runpath"));
-    std::fs::write(dir.join("hook.sh"), hook).unwrap();
+    let upstream = |p: &str| std::fs::read_to_string(Path::new(nixpkgs()).join(p)).unwrap();
+    let hooks = [
+        upstream("pkgs/by-name/ad/addDriverRunpath/setup-hook.sh")
+            .replace("@driverLink@", "/run/opengl-driver"),
+        upstream("pkgs/by-name/au/autoFixElfFiles/auto-fix-elf-files.sh"),
+        std::fs::read_to_string(root().join("hooks/auto-add-driver-runpath.sh")).unwrap(),
+        std::fs::read_to_string(root().join("hooks/auto-fix-elf-files-driver-runpath.sh"))
+            .unwrap()
+            .replace("@autoAddDriverRunpath@", env!("CARGO_BIN_EXE_auto-add-driver-runpath")),
+    ];
+    std::fs::write(dir.join("hook.sh"), hooks.join("\n")).unwrap();
     std::fs::write(
         dir.join("builder.sh"),
         r#"set -euo pipefail
@@ -1164,6 +1189,7 @@ printf '#include <stdio.h>\nint main(void) { puts("built by nix"); return 0; }\n
 gcc -o "$out/bin/p" p.c
 gcc -shared -fPIC -o "$out/lib/libp.so" p.c
 source "$hook"
+[[ ${postFixupHooks[*]} == "autoFixElfFiles addDriverRunpath" ]]
 runHook postFixup
 "#,
     )
@@ -1186,7 +1212,8 @@ derivation ({
         let result = dir.join(format!("result-{structured}"));
         let out = std::process::Command::new(&nix_build)
             .args(["--option", "substituters", "", "--option", "sandbox", "false"])
-            .args(["--option", "build-users-group", "", "--arg", "structured", structured])
+            .args(["--option", "build-users-group", "", "--option", "build-hook", ""])
+            .args(["--arg", "structured", structured])
             .arg("-o")
             .arg(&result)
             .arg(dir.join("default.nix"))

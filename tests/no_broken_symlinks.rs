@@ -1,16 +1,22 @@
 //! End-to-end tests of `no-broken-symlinks`: Nixpkgs' own test cases, the edge
-//! cases upstream leaves untested, a differential test against the upstream
-//! decision procedure in bash (tests/upstream/no-broken-symlinks.bash), the
-//! setup hook sourced in a setup.sh stand-in, and bad input.
+//! cases upstream leaves untested, a differential test against Nixpkgs' real
+//! no-broken-symlinks.sh run inside Nixpkgs' real setup.sh (both read in place
+//! from the pinned files of tests/tools/nixpkgs-upstream.sh, through
+//! tests/upstream/real-setup.bash), our setup hook in that same setup.sh, and
+//! bad input.
 //!
 //! Expected summaries here are written from the reference
 //! (../shared/reference/upstream-hooks.md §3), never copied from our output.
+
+mod common;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use common::nixpkgs;
 
 const BIN: &str = env!("CARGO_BIN_EXE_no-broken-symlinks");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -58,15 +64,39 @@ impl Fixture {
         cmd.envs(extra_env.iter().copied());
         cmd.output().unwrap()
     }
-    fn upstream(&self, outputs: &[(&str, &Path)], extra_env: &[(&str, &str)]) -> Output {
+    /// Runs `hook` (a setup-hook script) inside Nixpkgs' real setup.sh as a
+    /// stdenv default hook, then `run` (default: `runHook postFixup`). The
+    /// hook is written to the same path for every side, so setup.sh's own log
+    /// lines ("sourcing setup hook '...'") are the same on both.
+    fn in_setup(
+        &self,
+        outputs: &[(&str, &Path)],
+        hook: &str,
+        pre: &str,
+        run: &str,
+        extra_env: &[(&str, &str)],
+    ) -> Output {
+        let path = self.dir.path().join("hook.sh");
+        std::fs::write(&path, hook).unwrap();
         let mut cmd = Command::new("bash");
-        cmd.arg("-c").arg(format!(
-            "set -eu; source {ROOT}/tests/upstream/setup-stub.bash; \
-             source {ROOT}/tests/upstream/no-broken-symlinks.bash; noBrokenSymlinksInAllOutputs"
-        ));
+        cmd.arg(format!("{ROOT}/tests/upstream/real-setup.bash")).arg(&path);
         self.env(&mut cmd, outputs);
+        cmd.env("NCH_NIXPKGS", nixpkgs()).env("NCH_PRE", pre).env("NCH_RUN", run);
         cmd.envs(extra_env.iter().copied());
         cmd.output().unwrap()
+    }
+    /// Nixpkgs' own no-broken-symlinks.sh in its own setup.sh.
+    fn upstream(&self, outputs: &[(&str, &Path)], extra_env: &[(&str, &str)]) -> Output {
+        let hook = std::fs::read_to_string(format!(
+            "{}/pkgs/build-support/setup-hooks/no-broken-symlinks.sh",
+            nixpkgs()
+        ))
+        .unwrap();
+        self.in_setup(outputs, &hook, "", "", extra_env)
+    }
+    /// Our hook (placeholder substituted) in the same setup.sh.
+    fn ours_in_setup(&self, outputs: &[(&str, &Path)], extra_env: &[(&str, &str)]) -> Output {
+        self.in_setup(outputs, &hook_script(BIN), "", "", extra_env)
     }
 }
 
@@ -80,9 +110,12 @@ fn lines(bytes: &[u8]) -> Vec<Vec<u8>> {
     bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(<[u8]>::to_vec).collect()
 }
 
+/// The last log line, leaving out bash's `set -x` trace ("+ ..."), which
+/// Nixpkgs' setup.sh turns on at NIX_DEBUG >= 6.
 fn last_line(out: &Output) -> String {
-    String::from_utf8_lossy(lines(&out.stderr).last().map(Vec::as_slice).unwrap_or(b""))
-        .into_owned()
+    let lines = lines(&out.stderr);
+    let last = lines.iter().rev().find(|l| !l.starts_with(b"+")).map(Vec::as_slice);
+    String::from_utf8_lossy(last.unwrap_or(b"")).into_owned()
 }
 
 /// Asserts exit status and, on failure, the summary line.
@@ -406,7 +439,7 @@ fn lexical_and_kernel_resolution_mismatch_is_an_extra_finding() {
     );
 }
 
-// ---- Differential test against the upstream procedure in bash ----
+// ---- Differential test against Nixpkgs' own hook in Nixpkgs' own setup.sh ----
 
 /// A small deterministic generator (no dependency on a random crate).
 struct Lcg(u64);
@@ -472,14 +505,16 @@ fn random_tree(f: &Fixture, out: &Path, seed: u64, links: usize) {
     }
 }
 
+/// Log lines, sorted, without bash's `set -x` trace (setup.sh turns it on at
+/// NIX_DEBUG >= 6, and the traced commands are each side's own code).
 fn sorted_lines(bytes: &[u8]) -> Vec<Vec<u8>> {
-    let mut l = lines(bytes);
+    let mut l: Vec<Vec<u8>> = lines(bytes).into_iter().filter(|l| !l.starts_with(b"+")).collect();
     l.sort();
     l
 }
 
 #[test]
-fn differential_against_upstream_bash_on_generated_trees() {
+fn differential_against_upstream_hook_in_real_setup_sh_on_generated_trees() {
     let kinds = [
         "is reflexive",
         "points to a missing target: ",
@@ -499,24 +534,38 @@ fn differential_against_upstream_bash_on_generated_trees() {
             random_tree(&f, &dev, seed * 7, 20);
         }
         let outputs: &[(&str, &Path)] = &[("out", &out), ("dev", &dev)];
-        let ours = f.ours(outputs, &[]);
-        let theirs = f.upstream(outputs, &[]);
-        assert_eq!(ours.status.code(), theirs.status.code(), "seed {seed}");
-        assert_eq!(last_line(&ours), last_line(&theirs), "seed {seed}");
-        let upstream_log = String::from_utf8_lossy(&theirs.stderr);
-        for (k, s) in kinds.iter().zip(seen.iter_mut()) {
-            *s |= upstream_log.contains(k);
+        // Every NIX_DEBUG level on two trees, the loudest on all of them.
+        let levels: &[&str] =
+            if seed <= 2 { &["0", "1", "2", "3", "4", "5", "6", "7"] } else { &["7"] };
+        for level in levels {
+            let env = [("NIX_DEBUG", *level)];
+            let ours = f.ours_in_setup(outputs, &env);
+            let theirs = f.upstream(outputs, &env);
+            let ctx = format!("seed {seed}, NIX_DEBUG={level}");
+            assert_eq!(ours.status.code(), theirs.status.code(), "{ctx}");
+            assert_eq!(theirs.status.code(), Some(1), "{ctx}: every tree has broken links");
+            let (a, b) = (sorted_lines(&ours.stderr), sorted_lines(&theirs.stderr));
+            assert_eq!(a.last(), b.last(), "{ctx}");
+            let upstream_log = String::from_utf8_lossy(&theirs.stderr);
+            for (k, s) in kinds.iter().zip(seen.iter_mut()) {
+                *s |= upstream_log.contains(k);
+            }
+            if a != b {
+                let show = |v: &[Vec<u8>]| {
+                    v.iter()
+                        .map(|l| String::from_utf8_lossy(l).into_owned())
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                panic!("{ctx}: logs differ\n--- ours\n{}\n--- upstream\n{}", show(&a), show(&b));
+            }
+            // The summary is the last line either side writes.
+            assert_eq!(last_line(&ours), last_line(&theirs), "{ctx}");
         }
-        let (a, b) = (sorted_lines(&ours.stderr), sorted_lines(&theirs.stderr));
-        if a != b {
-            let show = |v: &[Vec<u8>]| {
-                v.iter()
-                    .map(|l| String::from_utf8_lossy(l).into_owned())
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            };
-            panic!("seed {seed}: logs differ\n--- ours\n{}\n--- upstream\n{}", show(&a), show(&b));
-        }
+        // Our binary alone (no setup.sh) says the same as our hook in setup.sh.
+        let bare = f.ours(outputs, &[]);
+        assert_eq!(bare.status.code(), Some(1), "seed {seed}");
+        assert_eq!(last_line(&bare), last_line(&f.upstream(outputs, &[])), "seed {seed}");
     }
     // The generated trees must exercise every decision, or the test proves little.
     for (k, s) in kinds.iter().zip(&seen) {
@@ -524,7 +573,7 @@ fn differential_against_upstream_bash_on_generated_trees() {
     }
 }
 
-// ---- The setup hook, sourced in the setup.sh stand-in ----
+// ---- The setup hook, sourced in Nixpkgs' real setup.sh ----
 
 fn hook_script(bin: &str) -> String {
     std::fs::read_to_string(format!("{ROOT}/hooks/no-broken-symlinks.sh"))
@@ -532,18 +581,19 @@ fn hook_script(bin: &str) -> String {
         .replace("@noBrokenSymlinks@", bin)
 }
 
+/// Our hook, sourced twice (two copies, as when two inputs propagate it), in
+/// Nixpkgs' real setup.sh; `pre` runs before setup.sh.
 fn run_hook(f: &Fixture, out: &Path, hook: &str, pre: &str) -> Output {
-    let dir = f.dir.path();
-    std::fs::write(dir.join("hook.sh"), hook).unwrap();
-    let script = format!(
-        "set -eu; source {ROOT}/tests/upstream/setup-stub.bash; {pre}; \
-         source {d}/hook.sh; source {d}/hook.sh; \
-         echo \"hooks: ${{postFixupHooks[*]}}\"; runHook postFixup; echo survived",
-        d = dir.display()
-    );
-    let mut cmd = Command::new("bash");
-    f.env(&mut cmd, &[("out", out)]);
-    cmd.arg("-c").arg(script).output().unwrap()
+    let again = f.dir.path().join("hook-again.sh");
+    std::fs::write(&again, hook).unwrap();
+    let pre = format!("{pre}; defaultNativeBuildInputs+=' {}'", again.display());
+    f.in_setup(
+        &[("out", out)],
+        hook,
+        &pre,
+        r#"echo "hooks: ${postFixupHooks[*]}"; runHook postFixup; echo survived"#,
+        &[],
+    )
 }
 
 #[test]

@@ -6,18 +6,18 @@
 
 summary() { echo "ERROR: noBrokenSymlinks: found $1 dangling symlinks, $2 reflexive symlinks and $3 unreadable symlinks"; }
 
-# ---- the setup.sh stand-in -------------------------------------------------------
-test_stand_in() {
-  if expect standin-order 0 "INFO: postFixup: info from the derivation's postFixup" \
+# ---- what the hooks rely on in Nixpkgs' setup.sh ---------------------------------
+test_setup_order() {
+  if expect setup-order 0 "INFO: postFixup: info from the derivation's postFixup" \
     "INFO: probeFunction: info from a function" "WARN: probeFunction: warn from a function"; then
-    check "standin-order: phases, fixupOutput per output, own postFixup, then registered entries" \
+    check "setup-order: phases, fixupOutput per output, own postFixup, then registered entries" \
       test "$(tr '\n' ' ' <"$result/order")" = \
-      "build preInstall preFixup fixupOutput standin-order fixupOutput standin-order-dev postFixup function-entry string-entry "
+      "build preInstall preFixup fixupOutput setup-order fixupOutput setup-order-dev postFixup function-entry string-entry "
   fi
   # NIX_DEBUG unset: only ERROR would show.
-  if expect standin-order-sa 0 "structuredAttrs is enabled"; then
-    refute standin-order-sa "WARN: probeFunction"
-    check "standin-order-sa: outputs from the structured attributes" \
+  if expect setup-order-sa 0 "structuredAttrs is enabled"; then
+    refute setup-order-sa "WARN: probeFunction"
+    check "setup-order-sa: outputs from the structured attributes" \
       grep -qx "outputs: dev out " "$result/order"
   fi
 }
@@ -49,16 +49,18 @@ test_no_broken_symlinks() {
   fi
   if expect nbs-sourced-twice 0 "skipping because the hook has been propagated more than once"; then
     check "nbs-sourced-twice: postFixupHooks holds the hook once" \
-      test "$(cat "$result/registered")" = noBrokenSymlinksInAllOutputs
+      test "$(tr ' ' '\n' <"$result/registered" | grep -cx noBrokenSymlinksInAllOutputs)" = 1
     check "nbs-sourced-twice: the check ran once" test "$(grep -c 'INFO: noBrokenSymlinks: running on' "$log")" = 1
   fi
   expect nbs-unsubstituted 100 "noBrokenSymlinks: ERROR: the binary '@noBrokenSymlinks@' is not executable" \
     "nix/hooks.nix"
   # An output the build did not create: the hook warns and goes on (upstream),
   # and Nix fails the build naming the output.
-  build nbs-missing-output
-  if [[ $rc != 0 ]] && grep -qF "WARN: noBrokenSymlinks: skipping non-existent output" "$log" &&
-    grep -q "failed to produce output path for output 'dev'" "$log"; then
+  selected "build nbs-missing-output" && build nbs-missing-output
+  if ! selected "build nbs-missing-output"; then
+    :
+  elif [[ $rc != 0 ]] && grep -qF "WARN: noBrokenSymlinks: skipping non-existent output" "$log" &&
+    grep -q "failed to produce output path for output 'doc'" "$log"; then
     pass "build nbs-missing-output (exit $rc: hook warned, Nix named the output)"
   else
     fail "build nbs-missing-output" "exit $rc; log:"$'\n'"$(tail -n 20 "$log")"
@@ -74,15 +76,51 @@ test_no_broken_symlinks_structured_attrs() {
     "export NIX_ATTRS_JSON_FILE"
 }
 
+# Which noBrokenSymlinksInAllOutputs a build registered: ours calls the binary.
+is_ours() { grep -q '/bin/no-broken-symlinks"' "$1/registered"; }
 test_stdenv_precedence() {
-  # Documents why withNoBrokenSymlinksHook exists: in nativeBuildInputs only,
-  # ours is shadowed by the stdenv's own hook (sourced first).
-  if expect nbs-stdenv-nativeBuildInputs-only 0 "upstream noBrokenSymlinks stand-in ran"; then
-    refute nbs-stdenv-nativeBuildInputs-only "found 1 dangling"
+  # setup.sh sources the stdenv's default hooks after the derivation's inputs:
+  # ours in nativeBuildInputs (or propagated) registers first and the
+  # upstream file skips through the shared guard.
+  expect nbs-stdenv-nativeBuildInputs-only 100 "$(summary 1 0 0)" \
+    "skipping because the hook has been propagated more than once"
+  if expect nbs-stdenv-which 0; then
+    check "nbs-stdenv-which: ours in nativeBuildInputs replaces the stdenv's check" is_ours "$result"
+  fi
+  if expect nbs-stdenv-propagated 0; then
+    check "nbs-stdenv-propagated: ours propagated by an input replaces it too" is_ours "$result"
+  fi
+  if expect nbs-stdenv-upstream 0; then
+    check "nbs-stdenv-upstream: without ours, Nixpkgs' own hook is the check" eval '! is_ours "$result"'
+    check "nbs-stdenv-upstream: ... and it is the real one (find-based)" grep -q 'noBrokenSymlinks ' "$result/registered"
   fi
   if expect nbs-stdenv-adapter 100 "$(summary 1 0 0)" "skipping because the hook has been propagated more than once"; then
-    refute nbs-stdenv-adapter "upstream noBrokenSymlinks stand-in ran"
+    check "nbs-stdenv-adapter: one check ran (ours), the stdenv's own file skipped" \
+      test "$(grep -c 'INFO: noBrokenSymlinks: running on' "$log")" = 1
   fi
+}
+
+# Every case of Nixpkgs' pkgs/test/stdenv/no-broken-symlinks.nix, the list read
+# from the file: with ours (stdenv adapter) and, to check the harness, with
+# Nixpkgs' own hook. A pass-* case must build, a fail-* case is upstream's own
+# runCommand checking the exit status and summary line of the failed build.
+test_upstream_cases() {
+  local side names name
+  for side in ours upstream; do
+    if ! names=$(nix-instantiate "${nix_opts[@]}" --eval --json -E \
+      "builtins.attrNames (import $here/builds.nix { binDir = \"$bin_dir\"; nixpkgs = \"$nixpkgs\"; patchelf = \"$patchelf\"; }).upstream-cases-$side" 2>&1); then
+      fail "upstream cases ($side): list" "$names"
+      continue
+    fi
+    names=$(python3 -c 'import json,sys; print("\n".join(json.loads(sys.argv[1])))' "$names")
+    if [[ -z $names ]]; then
+      fail "upstream cases ($side): list" "no case in pkgs/test/stdenv/no-broken-symlinks.nix"
+      continue
+    fi
+    for name in $names; do
+      expect "upstream-cases-$side.$name" 0
+    done
+  done
 }
 
 # ---- autoAddDriverRunpath ----------------------------------------------------------
@@ -119,22 +157,94 @@ test_auto_add_driver_runpath() {
   expect aadr-missing-output 100 "$aadr_name" "-aadr-missing-output-lib"
   if expect aadr-sourced-twice 0; then
     out=$(output_path aadr-sourced-twice out)
-    check "aadr-sourced-twice: registered once" test "$(grep -c 'autoAddDriverRunpathFixup' "$out/registered")" = 1
+    check "aadr-sourced-twice: registered once" test "$(grep -cx 'autoFixElfFiles addDriverRunpath' "$out/registered")" = 1
     check "aadr-sourced-twice: one driver entry in RUNPATH" \
       test "$(runpath "$out/bin/hello" | tr ':' '\n' | grep -cx /run/opengl-driver/lib)" = 1
   fi
   if expect together 0; then
     out=$(output_path together out)
     check "together: hooks registered in upstream order (noBrokenSymlinks first)" \
-      eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs* && $(cat "$out/registered") == *autoAddDriverRunpathFixup* ]]'
+      eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*"autoFixElfFiles addDriverRunpath"* ]]'
     check "together: ELF patched" has_driver "$out/bin/hello"
     if [[ -f hooks/cuda-elf-inspect.sh && -n $cuda_fixture ]]; then
       check "together: the inspect hook registered after the other two" \
-        eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*autoAddDriverRunpathFixup?* ]]'
+        eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*"autoFixElfFiles addDriverRunpath"*cudaElfInspect* ]]'
       check "together: the CUDA library patched too" has_driver "$(output_path together lib)/lib/libkernel.so"
     fi
   fi
   expect together-dangling 100 "$(summary 1 0 0)"
+}
+
+# ---- autoAddDriverRunpath among Nixpkgs' own hooks ----------------------------------
+test_aadr_dropin() {
+  local out lib
+  if expect aadr-functions 0; then
+    out=$(output_path aadr-functions out)
+    check "aadr-functions: autoFixElfFiles, addDriverRunpath, elfHasDynamicSection exist after sourcing" \
+      test "$(tr '\n' ' ' <"$out/functions")" = "autoFixElfFiles addDriverRunpath elfHasDynamicSection "
+    check "aadr-functions: the entry is the string upstream's checks look for" \
+      grep -qx 'autoFixElfFiles addDriverRunpath' "$out/registered"
+    check "aadr-functions: 'autoFixElfFiles myAction' ran Nixpkgs' autoFixElfFiles on each dynamic ELF file" \
+      test "$(sed 's|.*/||' "$out/my-action" | sort | tr '\n' ' ')" = "hello libfoo.so "
+    check "aadr-functions: and ours patched them (one run)" has_driver "$out/bin/hello"
+  fi
+  if expect aadr-by-hand 0; then
+    out=$(output_path aadr-by-hand out)
+    check "aadr-by-hand: Nixpkgs' addDriverRunpath function, called by hand" has_driver "$out/bin/hello"
+  fi
+  if expect aadr-remove-stubs 0 "discovered 'autoFixElfFiles addDriverRunpath' in postFixupHooks" \
+    "added removeStubsFromRunpath to postFixupHooks"; then
+    lib=$(output_path aadr-remove-stubs lib)
+    check "aadr-remove-stubs: driver entry added (ours), stubs entry dropped (Nixpkgs')" \
+      test "$(runpath "$lib/lib/libstubbed.so")" = /run/opengl-driver/lib
+  fi
+}
+
+# ---- side by side with Nixpkgs' autoAddDriverRunpath ---------------------------------
+# RUNPATH (or "-" without a dynamic RUNPATH) of FILE.
+runpath_or_dash() { local r; r=$(runpath "$1"); echo "${r:--}"; }
+test_aadr_side_by_side() {
+  local none up ours f name a b base side o driver=/run/opengl-driver/lib
+  for side in none upstream ours; do
+    expect "side-$side" 0 || return
+  done
+  declare -A deviation=(
+    [bin/no-runpath]="no empty entry: upstream writes '$driver:' (its old RUNPATH was empty)"
+    [bin/static-pie]="static-pie left alone: upstream patches it (patchelf sees a dynamic section)"
+    [lib/ld-linux-x86-64.so.2]="the dynamic loader left alone: upstream patches it"
+    [lib/libdriver-already.so]="idempotent: upstream prepends the driver entry a second time"
+  )
+  local -A seen=()
+  for o in out lib; do
+    none=$(output_path side-none $o)
+    up=$(output_path side-upstream $o)
+    ours=$(output_path side-ours $o)
+    while IFS= read -r f; do
+      name=${f#./}
+      base=$(runpath_or_dash "$none/$f")
+      a=$(runpath_or_dash "$up/$f")
+      b=$(runpath_or_dash "$ours/$f")
+      seen[$name]=1
+      case $name in
+      bin/no-runpath)
+        check "side by side $name: ${deviation[$name]}" \
+          test "$base|$a|$b" = "-|$driver:|$driver" ;;
+      bin/static-pie | lib/ld-linux-x86-64.so.2)
+        check "side by side $name: ${deviation[$name]}" \
+          eval '[[ $a == "$driver"* && $b == "$base" ]]' ;;
+      lib/libdriver-already.so)
+        check "side by side $name: ${deviation[$name]}" \
+          test "$base|$a|$b" = "$driver|$driver:$driver|$driver" ;;
+      *)
+        check "side by side $name: same RUNPATH as upstream ($a)" test "$a" = "$b" ;;
+      esac
+    done < <(cd "$none" && find . -type f ! -path './nix-support/*' | sort)
+  done
+  for name in "${!deviation[@]}"; do
+    check "side by side: the deviation case $name was built" test -n "${seen[$name]-}"
+  done
+  check "side by side: upstream patched the plain files (the comparison is not vacuous)" \
+    eval '[[ $(runpath "$(output_path side-upstream out)/bin/with-runpath") == "$driver:/opt/x/lib" ]]'
 }
 
 # ---- cudaElfInspectHook ---------------------------------------------------------------
@@ -148,6 +258,11 @@ test_cuda_elf_inspect() {
   local cei_name='re:cudaElfInspect|cuda-elf-inspect'
   expect cei-unsubstituted 100 "$cei_name" "@cudaElfInspect@"
   expect cei-sa-without-json 100 "$cei_name" "re:attrs[.]json|NIX_ATTRS_JSON_FILE"
+  if expect cei-after-remove-stubs 0 "added removeStubsFromRunpath to postFixupHooks"; then
+    refute cei-after-remove-stubs "runs before"
+    check "cei-after-remove-stubs: the inspect entry moved after Nixpkgs' removeStubsFromRunpath" \
+      test "$(tail -n 2 "$result/registered" | tr '\n' '|')" = "autoFixElfFiles removeStubsFromRunpath|cudaElfInspect|"
+  fi
   if expect cei-sourced-twice 0; then
     check "cei-sourced-twice: registered once" test "$(grep -cx cudaElfInspect "$result/registered")" = 1
   fi
@@ -173,10 +288,11 @@ test_audit() {
 }
 
 # ---- run -------------------------------------------------------------------------------
-test_stand_in
+test_setup_order
 test_no_broken_symlinks
 test_no_broken_symlinks_structured_attrs
 test_stdenv_precedence
+test_upstream_cases
 
 # The hooks being written in parallel: run once their hook file is merged;
 # from then on a missing binary or prerequisite is a failure, not a skip.
@@ -194,7 +310,11 @@ requires() {
   fi
 }
 if [[ -f hooks/auto-add-driver-runpath.sh ]]; then
-  requires "autoAddDriverRunpath prerequisites" "$bin_dir/auto-add-driver-runpath" && test_auto_add_driver_runpath
+  requires "autoAddDriverRunpath prerequisites" "$bin_dir/auto-add-driver-runpath" && {
+    test_auto_add_driver_runpath
+    test_aadr_dropin
+    test_aadr_side_by_side
+  }
 else
   echo "note: hooks/auto-add-driver-runpath.sh not merged yet; its build tests wait for it"
 fi

@@ -1,14 +1,18 @@
 # The derivations nix/tests/run.sh really builds (one attribute per case;
-# run.sh says what each must do). The hooks come from nix/hooks.nix itself,
-# built by the makeSetupHook stand-in of ./lib.nix.
+# build-tests.sh says what each must do). Every build runs Nixpkgs' real
+# default-builder.sh and setup.sh with the real default hooks (./lib.nix);
+# the hooks come from nix/hooks.nix itself, built by the makeSetupHook
+# stand-in of ./lib.nix.
 {
   binDir,
+  nixpkgs,
+  patchelf,
   # A CUDA shared library built for sm_80 only (run.sh builds it with nvcc),
   # or null when nvcc is not installed.
   cudaFixture ? null,
 }:
 let
-  t = import ./lib.nix { inherit binDir; };
+  t = import ./lib.nix { inherit binDir nixpkgs patchelf; };
   inherit (t) stdenv hooks makeSetupHook;
 
   nbs = hooks.noBrokenSymlinksHook;
@@ -22,6 +26,7 @@ let
     stdenv.mkDerivation (
       {
         inherit name;
+        dontUnpack = true;
         nativeBuildInputs = [ nbs ];
         installPhase = ''
           for o in $(getAllOutputNames); do
@@ -59,6 +64,7 @@ let
     stdenv.mkDerivation (
       {
         inherit name;
+        dontUnpack = true;
         outputs = [
           "out"
           "lib"
@@ -68,6 +74,57 @@ let
       }
       // attrs
     );
+
+  # Nixpkgs' removeStubsFromRunpathHook from its own package.nix. Stand-ins:
+  # arrayUtilities.getRunpathEntries packaged here (its package.nix is not
+  # pinned) and addDriverRunpath.driverLink (the pinned addDriverRunpath
+  # predates that attribute).
+  removeStubsFromRunpathHook =
+    import (t.upstream "pkgs/development/cuda-modules/packages/removeStubsFromRunpathHook/package.nix")
+      {
+        inherit makeSetupHook;
+        inherit (t) autoFixElfFiles;
+        addDriverRunpath = t.addDriverRunpath // {
+          driverLink = "/run/opengl-driver";
+        };
+        arrayUtilities.getRunpathEntries = makeSetupHook {
+          name = "getRunpathEntries";
+          propagatedBuildInputs = [
+            (makeSetupHook { name = "isDeclaredArray"; } (
+              t.upstream "pkgs/build-support/setup-hooks/arrayUtilities/isDeclaredArray/isDeclaredArray.bash"
+            ))
+          ];
+        } (t.upstream "pkgs/build-support/setup-hooks/arrayUtilities/getRunpathEntries/getRunpathEntries.bash");
+      };
+
+  # ELF files of every kind autoAddDriverRunpath decides on, in two outputs.
+  # strip and patchelf stay out of it (dontStrip): the files differ only by
+  # what the hook did.
+  elfZoo =
+    name: hookPackages:
+    stdenv.mkDerivation {
+      inherit name;
+      dontUnpack = true;
+      dontStrip = true;
+      outputs = [
+        "out"
+        "lib"
+      ];
+      nativeBuildInputs = hookPackages;
+      installPhase = ''
+        mkdir -p "$out/bin" "$lib/lib"
+        printf 'int foo(void) { return 42; }\n' >foo.c
+        printf 'int main(void) { return 0; }\n' >main.c
+        gcc -o "$out/bin/no-runpath" main.c
+        gcc -o "$out/bin/with-runpath" main.c -Wl,--enable-new-dtags,-rpath,/opt/x/lib
+        gcc -static -o "$out/bin/static" main.c
+        gcc -static-pie -o "$out/bin/static-pie" main.c
+        gcc -shared -fPIC -o "$lib/lib/libfoo.so" foo.c -Wl,--enable-new-dtags,-rpath,/opt/y/lib
+        gcc -shared -fPIC -o "$lib/lib/libdriver-already.so" foo.c -Wl,--enable-new-dtags,-rpath,/run/opengl-driver/lib
+        cp "$(readlink -f /lib64/ld-linux-x86-64.so.2)" "$lib/lib/ld-linux-x86-64.so.2"
+        gcc -c -o "$lib/lib/object.o" foo.c
+      '';
+    };
 
   inspectHook =
     caps:
@@ -84,6 +141,7 @@ let
     stdenv.mkDerivation (
       {
         inherit name;
+        dontUnpack = true;
         nativeBuildInputs = [
           hooks.autoAddDriverRunpath
           (inspectHook caps)
@@ -102,11 +160,12 @@ in
   inherit (t) nix-cuda-hooks;
   hook = nbs;
 
-  # ---- the setup.sh stand-in itself --------------------------------------------
+  # ---- what the hooks rely on in Nixpkgs' setup.sh ---------------------------
   # Order: phases, preFixup, fixupOutput per output, the derivation's postFixup
   # string, then the registered entries (a function, a string to eval).
-  standin-order = stdenv.mkDerivation {
-    name = "standin-order";
+  setup-order = stdenv.mkDerivation {
+    name = "setup-order";
+    dontUnpack = true;
     outputs = [
       "out"
       "dev"
@@ -121,8 +180,9 @@ in
       nixInfoLog "info from the derivation's postFixup"
     '';
   };
-  standin-order-sa = stdenv.mkDerivation {
-    name = "standin-order-sa";
+  setup-order-sa = stdenv.mkDerivation {
+    name = "setup-order-sa";
+    dontUnpack = true;
     __structuredAttrs = true;
     outputs = [
       "out"
@@ -197,10 +257,11 @@ in
     postFixup = ''echo "''${postFixupHooks[*]}" >"$out/registered"'';
   } "";
   nbs-unsubstituted = withOutputs "nbs-unsubstituted" { nativeBuildInputs = [ nbsUnsubstituted ]; } "";
+  # Not "dev": Nixpkgs' multiple-outputs.sh creates dev/nix-support itself.
   nbs-missing-output = withOutputs "nbs-missing-output" {
     outputs = [
       "out"
-      "dev"
+      "doc"
     ];
     make = "out";
     NIX_DEBUG = 1;
@@ -229,27 +290,79 @@ in
     preFixup = ''rm -f "$NIX_ATTRS_JSON_FILE"'';
   } "";
 
-  # ---- stdenv precedence (Nixpkgs' own hook is sourced first) ----------------
-  # Ours in nativeBuildInputs only: the stdenv's hook is sourced first and wins.
-  nbs-stdenv-nativeBuildInputs-only = t.stdenvWithUpstreamHook.mkDerivation {
+  # ---- stdenv precedence: setup.sh sources the defaults LAST -------------------
+  # Ours in nativeBuildInputs is sourced before the stdenv's own
+  # no-broken-symlinks.sh, registers, and sets the guard that makes the
+  # upstream file skip: ours decides. `registered` names the function's code.
+  nbs-stdenv-nativeBuildInputs-only = stdenv.mkDerivation {
     name = "nbs-stdenv-nativeBuildInputs-only";
+    dontUnpack = true;
     nativeBuildInputs = [ nbs ];
-    installPhase = ''mkdir -p "$out"; ${danglingAbs}'';
-  };
-  # hooks.withNoBrokenSymlinksHook puts ours first: ours runs, the other skips.
-  nbs-stdenv-adapter = (hooks.withNoBrokenSymlinksHook t.stdenvWithUpstreamHook).mkDerivation {
-    name = "nbs-stdenv-adapter";
     NIX_DEBUG = 3;
     installPhase = ''mkdir -p "$out"; ${danglingAbs}'';
+  };
+  nbs-stdenv-which = stdenv.mkDerivation {
+    name = "nbs-stdenv-which";
+    dontUnpack = true;
+    nativeBuildInputs = [ nbs ];
+    installPhase = ''mkdir -p "$out"'';
+    postFixup = ''declare -f noBrokenSymlinksInAllOutputs >"$out/registered"'';
+  };
+  # Propagated by an input (a library carrying our hook): ours decides too.
+  nbs-stdenv-propagated = stdenv.mkDerivation {
+    name = "nbs-stdenv-propagated";
+    dontUnpack = true;
+    nativeBuildInputs = [
+      (makeSetupHook {
+        name = "a-library-propagating-the-hook";
+        propagatedBuildInputs = [ nbs ];
+      } (builtins.toFile "empty-hook.sh" ""))
+    ];
+    installPhase = ''mkdir -p "$out"'';
+    postFixup = ''declare -f noBrokenSymlinksInAllOutputs >"$out/registered"'';
+  };
+  # Without ours: Nixpkgs' own hook decides (the stdenv's default).
+  nbs-stdenv-upstream = stdenv.mkDerivation {
+    name = "nbs-stdenv-upstream";
+    dontUnpack = true;
+    installPhase = ''mkdir -p "$out"'';
+    postFixup = ''declare -f noBrokenSymlinksInAllOutputs >"$out/registered"'';
+  };
+  # hooks.withNoBrokenSymlinksHook: ours for every derivation of the stdenv.
+  nbs-stdenv-adapter = (hooks.withNoBrokenSymlinksHook stdenv).mkDerivation {
+    name = "nbs-stdenv-adapter";
+    dontUnpack = true;
+    NIX_DEBUG = 3;
+    installPhase = ''mkdir -p "$out"; ${danglingAbs}'';
+  };
+
+  # ---- Nixpkgs' own test cases (pkgs/test/stdenv/no-broken-symlinks.nix) ----
+  # Read from the file, not retyped: run.sh builds every attribute. With ours
+  # through the stdenv adapter, and with the plain stdenv (Nixpkgs' own hook),
+  # which checks the harness itself.
+  upstream-cases-ours = import (t.upstream "pkgs/test/stdenv/no-broken-symlinks.nix") {
+    inherit (t) lib pkgs;
+    stdenv = hooks.withNoBrokenSymlinksHook stdenv;
+  };
+  upstream-cases-upstream = import (t.upstream "pkgs/test/stdenv/no-broken-symlinks.nix") {
+    inherit (t) lib pkgs stdenv;
   };
 
   # ---- autoAddDriverRunpath (built when hooks/auto-add-driver-runpath.sh exists)
   aadr-elf = withElf "aadr-elf" { };
   aadr-opt-out = withElf "aadr-opt-out" { dontUseAutoAddDriverRunpath = true; };
   aadr-sa = withElf "aadr-sa" { __structuredAttrs = true; };
+  # The fast wrapper with its placeholder left in.
   aadr-unsubstituted = withElf "aadr-unsubstituted" {
     nativeBuildInputs = [
-      (makeSetupHook { name = "auto-add-driver-runpath-raw"; } ../../hooks/auto-add-driver-runpath.sh)
+      (makeSetupHook {
+        name = "auto-add-driver-runpath-raw";
+        propagatedBuildInputs = [
+          t.addDriverRunpath
+          t.autoFixElfFiles
+          (makeSetupHook { name = "auto-fix-elf-files-driver-runpath-raw"; } ../../hooks/auto-fix-elf-files-driver-runpath.sh)
+        ];
+      } ../../hooks/auto-add-driver-runpath.sh)
     ];
   };
   aadr-sourced-twice = withElf "aadr-sourced-twice" {
@@ -257,7 +370,7 @@ in
       hooks.autoAddDriverRunpath
       (makeSetupHook {
         name = "auto-add-driver-runpath-hook-again";
-        substitutions.autoAddDriverRunpath = "${t.nix-cuda-hooks}/bin/auto-add-driver-runpath";
+        propagatedBuildInputs = [ hooks.autoFixElfFilesDriverRunpath ];
       } ../../hooks/auto-add-driver-runpath.sh)
     ];
     postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
@@ -304,6 +417,43 @@ in
     installPhase = elfScript + danglingAbs;
   };
 
+  # ---- autoAddDriverRunpath as a drop-in among Nixpkgs' own hooks -------------
+  # The functions upstream's hook propagates exist, and a derivation's own
+  # "autoFixElfFiles myAction" runs Nixpkgs' autoFixElfFiles, per file.
+  aadr-functions = withElf "aadr-functions" {
+    preFixup = ''
+      declare -F autoFixElfFiles addDriverRunpath elfHasDynamicSection >"$out/functions"
+      myAction() { echo "$1" >>"$out/my-action"; }
+      postFixupHooks+=("autoFixElfFiles myAction")
+    '';
+    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+  };
+  # A derivation calling Nixpkgs' addDriverRunpath function by hand.
+  aadr-by-hand = withElf "aadr-by-hand" {
+    dontUseAutoAddDriverRunpath = true;
+    postFixup = ''addDriverRunpath "$out/bin/hello"'';
+  };
+  # Nixpkgs' removeStubsFromRunpathHook (its own package.nix and script)
+  # finds our entry by its exact string, and its own "autoFixElfFiles
+  # removeStubsFromRunpath" still runs Nixpkgs' autoFixElfFiles.
+  aadr-remove-stubs = withElf "aadr-remove-stubs" {
+    nativeBuildInputs = [
+      hooks.autoAddDriverRunpath
+      removeStubsFromRunpathHook
+    ];
+    installPhase = elfScript + ''
+      gcc -shared -fPIC -o "$lib/lib/libstubbed.so" foo.c -Wl,-rpath,/nix/store/x-cuda_cudart-stubs/lib/stubs
+    '';
+  };
+
+  # ---- side by side: Nixpkgs' autoAddDriverRunpath chain vs ours --------------
+  # The same ELF files (run.sh compares their RUNPATHs file by file): built
+  # with neither hook, with Nixpkgs' (auto-fix-elf-files.sh + addDriverRunpath
+  # + patchelf 0.19 from the stdenv), and with ours.
+  side-none = elfZoo "side-none" [ ];
+  side-upstream = elfZoo "side-upstream" [ t.upstreamAutoAddDriverRunpath ];
+  side-ours = elfZoo "side-ours" [ hooks.autoAddDriverRunpath ];
+
   # ---- cudaElfInspectHook (built when hooks/cuda-elf-inspect.sh, the binary and nvcc exist)
   cei-wrong-capability = withCuda "cei-wrong-capability" [ "9.0" ] { };
   cei-warn-only = withCuda "cei-warn-only" [ "9.0" ] { cudaElfInspectWarnOnly = true; };
@@ -331,6 +481,17 @@ in
     nativeBuildInputs = [ (inspectHook [ "8.0" ]) ];
     __structuredAttrs = true;
     preFixup = ''rm -f "$NIX_ATTRS_JSON_FILE"'';
+  };
+
+  # Listed BEFORE Nixpkgs' removeStubsFromRunpathHook, which registers its
+  # RUNPATH fix in a prePhase: the inspect entry still ends up last.
+  cei-after-remove-stubs = withCuda "cei-after-remove-stubs" [ "8.0" ] {
+    nativeBuildInputs = [
+      hooks.autoAddDriverRunpath
+      (inspectHook [ "8.0" ])
+      removeStubsFromRunpathHook
+    ];
+    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
   };
 
   # ---- nix/audit.nix (built when the cuda-elf-inspect binary exists) ---------

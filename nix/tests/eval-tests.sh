@@ -6,27 +6,26 @@
 pk='cfg: import ./nix/tests/stub { config = cfg; overlays = [ (import ./nix/overlay.nix) ]; }'
 p="(($pk) { })"
 
-# ---- without Nixpkgs -------------------------------------------------------------
-eval_true "stub lib: getExe' and fixed points behave as in Nixpkgs" '
-  let lib = import ./nix/tests/stub/lib.nix;
-      drv = { type = "derivation"; outPath = "/s/x"; meta.mainProgram = "m"; };
-      ext = lib.composeManyExtensions [ (f: p: { a = p.a + 1; }) (f: p: { b = f.a * 10; }) ];
-      fixed = lib.fix (lib.extends ext (self: { a = 1; b = 0; }));
-  in lib.getExe'"'"' drv "x" == "/s/x/bin/x" && lib.getExe drv == "/s/x/bin/m"
-     && fixed == { a = 2; b = 20; }
-     && (lib.makeExtensible (_: { l = [ 1 ]; })).extend (_: p: { l = p.l ++ [ 2 ]; }) ? l'
+# ---- Nixpkgs' real lib, the test builders -------------------------------------------------------------
+L="(import (/. + \"$nixpkgs/lib\"))"
+eval_true "real lib: Nixpkgs' lib evaluates with this Nix (>= 2.18), lib.fileset.toSource copies only the files given" "
+  let lib = $L;
+      src = lib.fileset.toSource { root = ./.; fileset = lib.fileset.unions [ ./Cargo.toml ./hooks ]; };
+  in builtins.compareVersions builtins.nixVersion \"2.18\" >= 0
+     && builtins.attrNames (builtins.readDir src) == [ \"Cargo.toml\" \"hooks\" ]"
 
+targs="binDir = \"$bin_dir\"; nixpkgs = \"$nixpkgs\"; patchelf = \"$patchelf\";"
 eval_true "test builders: the static binaries present are found" "
-  builtins.elem \"no-broken-symlinks\" (import ./nix/tests/lib.nix { binDir = \"$bin_dir\"; }).presentBinaries"
+  builtins.elem \"no-broken-symlinks\" (import ./nix/tests/lib.nix { $targs }).presentBinaries"
 
 eval_true "builds.nix: every test derivation evaluates to a named derivation" "
-  let b = import ./nix/tests/builds.nix { binDir = \"$bin_dir\"; };
-  in builtins.all (n: builtins.isString b.\${n}.name) (builtins.attrNames b)"
+  let b = import ./nix/tests/builds.nix { $targs };
+  in builtins.all (n: builtins.isString (b.\${n}.name or null) || builtins.all (m: builtins.isString b.\${n}.\${m}.name) (builtins.attrNames b.\${n})) (builtins.attrNames b)"
 
 # Every @placeholder@ of a hook script is substituted by nix/hooks.nix, and
 # every substitution names a placeholder the script has (catches typos both ways).
 for pair in no-broken-symlinks.sh:noBrokenSymlinksHook auto-add-driver-runpath.sh:autoAddDriverRunpath \
-  cuda-elf-inspect.sh:cuda; do
+  auto-fix-elf-files-driver-runpath.sh:autoFixElfFilesDriverRunpath cuda-elf-inspect.sh:cuda; do
   script=${pair%%:*} attr=${pair#*:}
   [[ -f hooks/$script ]] || continue
   if [[ $attr == cuda ]]; then hook="$p.cudaPackages.cudaElfInspectHook"; else hook="$p.nixCudaHooks.$attr"; fi
@@ -37,7 +36,7 @@ for pair in no-broken-symlinks.sh:noBrokenSymlinksHook auto-add-driver-runpath.s
       found = builtins.sort builtins.lessThan (builtins.concatMap (x: if builtins.isList x then x else [ ]) pieces);
       unique = builtins.foldl' (acc: x: if builtins.elem x acc then acc else acc ++ [ x ]) [ ] found;
       hook = $hook;
-      keys = builtins.attrNames hook.stub.args.substitutions;
+      keys = builtins.attrNames (hook.stub.args.substitutions or { });
       unsubstituted = builtins.filter (x: !(builtins.elem x keys)) unique;
       unused = builtins.filter (x: !(builtins.elem x unique)) keys;
     in
@@ -53,13 +52,13 @@ eval_true "package.nix: static buildRustPackage, version from Cargo.toml, cargoL
   in pkg.stub.kind == \"buildRustPackage\" && pkg.stub.isStatic
      && pkg.version == cargo.package.version && pkg.pname == cargo.package.name
      && pkg.stub.args.cargoLock.lockFile == ./Cargo.lock
-     && builtins.elem \"$root/src\" pkg.stub.args.src.files
-     && !(builtins.elem \"$root/nix\" pkg.stub.args.src.files)"
+     && builtins.attrNames (builtins.readDir pkg.stub.args.src)
+        == [ \"Cargo.lock\" \"Cargo.toml\" \"hooks\" \"rustfmt.toml\" \"src\" \"tests\" ]"
 
 eval_true "package.nix: the build checks that the hooks' three binaries are installed" "
   let pkg = $p.nix-cuda-hooks;
   in pkg.binaries == [ \"no-broken-symlinks\" \"auto-add-driver-runpath\" \"cuda-elf-inspect\" ]
-     && builtins.all (b: builtins.match \".*'\${b}'.*\" (builtins.replaceStrings [ \"\\n\" ] [ \" \" ] pkg.stub.args.postInstall) != null) pkg.binaries
+     && builtins.match \".*for b in no-broken-symlinks auto-add-driver-runpath cuda-elf-inspect; do.*\" (builtins.replaceStrings [ \"\\n\" ] [ \" \" ] pkg.stub.args.postInstall) != null
      && pkg.stub.args.cargoTestFlags == [ \"--lib\" \"--bins\" ]"
 
 eval_true "package.nix: meta is complete" "
@@ -68,11 +67,13 @@ eval_true "package.nix: meta is complete" "
      && builtins.map (l: l.spdxId) m.license == [ \"MIT\" \"Apache-2.0\" ]
      && m.homepage == (builtins.fromTOML (builtins.readFile ./Cargo.toml)).package.repository"
 
-eval_true "package.nix: passthru.tests build the hooks in stdenv, failures through testBuildFailure" "
+eval_true "package.nix: passthru.tests build the hooks in the ordinary stdenv and the static one, failures through testBuildFailure" "
   let t = $p.nix-cuda-hooks.passthru.tests;
-  in builtins.attrNames t == [ \"dangling\" \"danglingStructuredAttrs\" \"optOut\" \"reflexive\" \"valid\" ]
+      names = [ \"dangling\" \"danglingStructuredAttrs\" \"optOut\" \"reflexive\" \"valid\" ];
+  in builtins.attrNames t == builtins.sort builtins.lessThan (names ++ map (n: n + \"Static\") names)
      && t.dangling.stub.args.failed.stub.kind == \"testBuildFailure\"
      && t.optOut.stub.kind == \"mkDerivation\"
+     && !t.optOut.stub.isStatic && t.optOutStatic.stub.isStatic
      && t.danglingStructuredAttrs.stub.args.failed.stub.args.drv.stub.args.__structuredAttrs
      && (builtins.head t.optOut.extraNativeBuildInputs).name == \"no-broken-symlinks-hook\""
 
@@ -83,10 +84,13 @@ eval_true "hooks.nix: noBrokenSymlinksHook calls the package's binary" "
      && h.stub.args.substitutions.noBrokenSymlinks == \"\${$p.nix-cuda-hooks}/bin/no-broken-symlinks\"
      && h.meta.description != \"\""
 
-eval_true "hooks.nix: autoAddDriverRunpath calls the package's binary" "
-  let h = $p.nixCudaHooks.autoAddDriverRunpath;
-  in h.stub.args.substitutions.autoAddDriverRunpath == \"\${$p.nix-cuda-hooks}/bin/auto-add-driver-runpath\"
-     && h.stub.args.script == ./hooks/auto-add-driver-runpath.sh"
+eval_true "hooks.nix: autoAddDriverRunpath propagates Nixpkgs' addDriverRunpath and autoFixElfFiles, then our binary's wrapper" "
+  let q = $p; h = q.nixCudaHooks.autoAddDriverRunpath; w = q.nixCudaHooks.autoFixElfFilesDriverRunpath;
+  in h.stub.args.script == ./hooks/auto-add-driver-runpath.sh
+     && h.stub.args.propagatedBuildInputs == [ q.addDriverRunpath q.autoFixElfFiles w ]
+     && q.addDriverRunpath.stub.kind == \"upstream\" && q.autoFixElfFiles.stub.kind == \"upstream\"
+     && w.stub.args.substitutions.autoAddDriverRunpath == \"\${q.nix-cuda-hooks}/bin/auto-add-driver-runpath\"
+     && w.stub.args.script == ./hooks/auto-fix-elf-files-driver-runpath.sh"
 
 eval_true "hooks.nix: cudaElfInspectHook takes each CUDA package set's defaults" "
   let a = $p.cudaPackages_12_8.cudaElfInspectHook.stub.args.substitutions;
@@ -100,9 +104,11 @@ eval_true "hooks.nix: cudaElfInspectHook follows the user's cudaCapabilities and
   in s.cudaCapabilities == \"8.6;9.0a\" && s.cudaForwardCompat == \"\""
 
 eval_true "hooks.nix: older CUDA sets with flags.* are read too" "
-  let lib = import ./nix/tests/stub/lib.nix;
+  let lib = $L;
       hooks = import ./nix/hooks.nix {
         inherit lib;
+        addDriverRunpath = { };
+        autoFixElfFiles = { };
         makeSetupHook = args: script: args;
         nix-cuda-hooks = $p.nix-cuda-hooks;
         cudaPackages = { cudaVersion = \"11.8\"; flags = { cudaCapabilities = [ \"8.6\" ]; cudaForwardCompat = false; }; };
@@ -143,19 +149,42 @@ eval_true "overlay.nix: composes with a later overlay going back to Nixpkgs' aut
 # ---- nix/audit.nix ------------------------------------------------------------------
 eval_true "audit.nix: one package, all outputs, JSON + SARIF products" "
   let pkg = $p.stdenv.mkDerivation { pname = \"demo\"; version = \"1\"; outputs = [ \"out\" \"lib\" ]; };
-      a = $p.nixCudaHooksAudit { package = pkg; cudaCapabilities = [ \"8.6\" \"9.0\" ]; baseline = ./nix/tests/stub/lib.nix; };
+      a = $p.nixCudaHooksAudit { package = pkg; cudaCapabilities = [ \"8.6\" \"9.0\" ]; baseline = ./nix/tests/stub/default.nix; };
       cmd = a.stub.args.buildCommand;
       has = s: builtins.match \".*\${s}.*\" (builtins.replaceStrings [ \"\\n\" ] [ \" \" ] cmd) != null;
   in a.stub.kind == \"runCommand\" && a.name == \"cuda-elf-inspect-demo\"
      && has (builtins.replaceStrings [\".\"] [\"[.]\"] pkg.out.outPath) && has \"\${pkg.lib.outPath}\"
-     && has \"--cuda-capabilities' '8[.]6;9[.]0'\" && has \"--baseline\"
+     && has \"--cuda-capabilities '8[.]6;9[.]0'\" && has \"--baseline\"
      && has \"hydra-build-products\" && has \"report json\" && has \"report sarif\" && has \"nix-support/failed\"
      && a.package == pkg"
 
-eval_true "audit.nix: a whole set audits each available derivation" "
-  let set = $p.nixCudaHooksAudit.set { packages = $p.cudaPackages // { notADrv = 1; broken = throw \"x\"; }; };
-  in builtins.elem \"cuda_nvcc\" (builtins.attrNames set) && set.cuda_nvcc.package == $p.cudaPackages.cuda_nvcc
-     && !(set ? notADrv) && !(set ? broken) && !(set ? callPackage)"
+eval_true "audit.nix: a set audits each derivation once; aliases (unevaluated: no warning), stdenvs, hooks, non-derivations, unavailable skipped with the reason" "
+  let q = $p;
+      s = q.nixCudaHooksAudit.set { packages = q.cudaPackages // { notADrv = 1; broken = throw \"x\"; }; };
+      why = s._skipped.skipped;
+      audited = builtins.attrNames (removeAttrs s [ \"_skipped\" ]);
+      paths = map (n: s.\${n}.package.outPath) audited;
+  in builtins.elem \"cuda_nvcc\" audited && s.cuda_nvcc.package == q.cudaPackages.cuda_nvcc
+     && builtins.elem \"libcusparse_lt\" audited && !(s ? cusparselt) && !(s ? cudaFlags)
+     && builtins.length paths == builtins.length (q.lib.unique paths)
+     && why.cusparselt == \"an alias (Nixpkgs' cuda-modules/aliases.nix), audited under the name it points to\"
+     && why.cudaStdenv == \"a stdenv\" && why.backendStdenv == \"a stdenv\"
+     && why.setupCudaHook == \"a setup hook\" && why.notADrv == \"not a derivation\"
+     && why.callPackage == \"not a derivation\" && why.broken == \"does not evaluate\"
+     && q.lib.hasPrefix \"meta.available is false\" why.cudnn && !(s ? cudnn)
+     && s._skipped.counts.\"a stdenv\" == 2
+     && (q.nixCudaHooksAudit.set { packages = q.cudaPackages; includeUnavailable = true; }) ? cudnn"
+
+eval_true "overlay.nix: composes with Nixpkgs' real _cuda fixed point and aliases.nix" "
+  let q = $p; plain = import ./nix/tests/stub { };
+  in builtins.length q._cuda.extensions == 1 && plain._cuda.extensions == [ ]
+     && builtins.isFunction q._cuda.lib.formatCapabilities
+     && q._cuda.db.cudaCapabilityToInfo ? \"8.6\"
+     && q.cudaPackages ? cudaElfInspectHook && builtins.elem \"cusparselt\" (builtins.attrNames q.cudaPackages)
+     && q.cudaPackages_13_0.cudaElfInspectHook.cudaVersion == \"13.0\""
+
+eval_warns "overlay.nix: an alias of the composed set still warns like upstream's (aliases.nix is really applied)" \
+  "$p.cudaPackages.cusparselt.name" "cudaPackages.cusparselt is deprecated, use cudaPackages.libcusparse_lt instead"
 
 # ---- default.nix and flake.nix ---------------------------------------------------------
 eval_true "default.nix: packages, hooks and audit with a given Nixpkgs" "
@@ -165,10 +194,10 @@ eval_true "default.nix: packages, hooks and audit with a given Nixpkgs" "
      && d.autoAddDriverRunpath.name == \"auto-add-driver-runpath-hook\"
      && builtins.isFunction d.audit.__functor && d.tests ? dangling"
 
-flake='let
+flake="let
     flake = import ./flake.nix;
-    self = flake.outputs { inherit self; nixpkgs = { lib = import ./nix/tests/stub/lib.nix; outPath = ./nix/tests/stub; }; };
-  in self'
+    self = flake.outputs { inherit self; nixpkgs = { lib = $L; outPath = ./nix/tests/stub; }; };
+  in self"
 eval_true "flake.nix: packages, overlays.default, checks, lib.audit" "
   let f = $flake; s = \"x86_64-linux\";
   in builtins.attrNames f == [ \"checks\" \"lib\" \"overlays\" \"packages\" ]
@@ -177,7 +206,7 @@ eval_true "flake.nix: packages, overlays.default, checks, lib.audit" "
      && f.packages.\${s}.noBrokenSymlinksHook.name == \"no-broken-symlinks-hook\"
      && f.packages.aarch64-linux.default.system == \"aarch64-linux\"
      && builtins.isFunction f.overlays.default
-     && builtins.attrNames f.checks.\${s} == [ \"dangling\" \"danglingStructuredAttrs\" \"optOut\" \"package\" \"reflexive\" \"valid\" ]
-     && (f.lib.audit (import ./nix/tests/stub { })).set { packages = { }; } == { }
+     && builtins.elem \"package\" (builtins.attrNames f.checks.\${s}) && f.checks.\${s} ? optOut && f.checks.\${s} ? optOutStatic
+     && builtins.attrNames ((f.lib.audit (import ./nix/tests/stub { })).set { packages = { }; }) == [ \"_skipped\" ]
      && (f.lib.audit (import ./nix/tests/stub { })) { package = (import ./nix/tests/stub { }).autoAddDriverRunpath; } ? package"
 eval_true "flake.nix: inputs" '(import ./flake.nix).inputs.nixpkgs.url == "github:NixOS/nixpkgs/nixos-unstable"'

@@ -1,6 +1,6 @@
 # passthru.tests of nix/package.nix (imported, not callPackage'd, so that it is a plain set of derivations): the hooks in real Nixpkgs stdenv builds
-# (the same cases nix/tests/run.sh builds here with a setup.sh stand-in, for
-# machines with Nixpkgs). Expected failures use testers.testBuildFailure and
+# (cases nix/tests/run.sh also builds here with Nixpkgs' real setup.sh, for
+# machines with all of Nixpkgs). Expected failures use testers.testBuildFailure and
 # check the upstream summary line in its log.
 {
   lib,

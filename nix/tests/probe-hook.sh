@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# A setup hook that records the order in which the setup.sh stand-in runs
-# things, for the stand-in's own tests (builds.nix: standin-*).
+# A setup hook that records the order in which Nixpkgs' real setup.sh runs
+# phases and hooks, which our hooks rely on (builds.nix: setup-order*).
 fixupOutputHooks+=(probeFixupOutput)
 postFixupHooks+=(probeFunction "echo string-entry >>\"\$out/order\"")
 probeFixupOutput() { echo "fixupOutput $(basename "$prefix" | cut -d- -f2-)" >>"$out/order"; }

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -17,6 +18,8 @@ pub fn tool(name: &str) -> PathBuf {
     let local = match name {
         "patchelf" => Some(root().join(".tools/patchelf")),
         "nvcc" | "cuobjdump" => Some(root().join(".tools/cuda/bin").join(name)),
+        // Nix >= 2.18 (Debian trixie's, run through its own loader), never the host's.
+        "nix-build" | "nix-instantiate" => Some(root().join(".tools/nix/bin").join(name)),
         _ => None,
     };
     if let Some(p) = local {
@@ -31,6 +34,26 @@ pub fn tool(name: &str) -> PathBuf {
         std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file())
     });
     found.unwrap_or_else(|| panic!("{name} is missing: run `make tools` (tests/tools/install.sh)"))
+}
+
+/// The folder of real Nixpkgs files the tests use as their oracle
+/// (tests/tools/nixpkgs-upstream.sh: $NIXPKGS, ../shared/nixpkgs-upstream or
+/// a pinned download), resolved and sha256-checked once. Missing or
+/// mismatching files fail the test: there is no stand-in.
+pub fn nixpkgs() -> &'static str {
+    static DIR: OnceLock<String> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let o = Command::new("bash")
+            .arg(root().join("tests/tools/nixpkgs-upstream.sh"))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "tests/tools/nixpkgs-upstream.sh failed:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap().trim_end().to_owned()
+    })
 }
 
 /// Runs a shell command in `dir`, asserts success, returns stdout.

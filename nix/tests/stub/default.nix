@@ -1,9 +1,11 @@
-# A minimal stub of Nixpkgs, importable like Nixpkgs
+# A minimal stub of Nixpkgs' package set, importable like Nixpkgs
 # (`import ./stub { system; overlays; config; }`), with only the attributes
-# our nix/ expressions touch. It exists because Nixpkgs is not available
-# offline: with it, nix/tests/run.sh evaluates nix/package.nix, hooks.nix,
-# overlay.nix, audit.nix, default.nix and flake.nix and checks what they pass
-# to Nixpkgs' functions.
+# our nix/ expressions touch, around Nixpkgs' REAL lib (read in place from
+# $NCH_NIXPKGS, which nix/tests/run.sh sets: tests/tools/nixpkgs-upstream.sh).
+# It exists because all of Nixpkgs is not available offline: with it,
+# nix/tests/run.sh evaluates nix/package.nix, hooks.nix, overlay.nix,
+# audit.nix, default.nix and flake.nix and checks what they pass to Nixpkgs'
+# functions.
 #
 # Honesty rules: a stub function takes the same arguments as the Nixpkgs one
 # and refuses unknown ones where Nixpkgs would; it builds nothing: it returns
@@ -19,7 +21,12 @@
   isStatic ? false,
 }:
 let
-  lib = import ./lib.nix;
+  nixpkgsFiles = builtins.getEnv "NCH_NIXPKGS";
+  lib =
+    if nixpkgsFiles == "" then
+      throw "nix/tests/stub: NCH_NIXPKGS is not set (the folder of tests/tools/nixpkgs-upstream.sh; nix/tests/run.sh sets it)"
+    else
+      import (/. + "${nixpkgsFiles}/lib");
 
   fakeHash = s: builtins.substring 0 32 (builtins.hashString "sha256" s);
 
@@ -100,9 +107,25 @@ let
             };
             backendStdenv = cfinal.cudaStdenv;
             cuda_nvcc = mkStub "redist" "cuda_nvcc-${cudaMajorMinorVersion}" { } { };
+            libcusparse_lt = mkStub "redist" "libcusparse_lt-${cudaMajorMinorVersion}" { } { };
+            cudatoolkit = mkStub "redist" "cudatoolkit-${cudaMajorMinorVersion}" { } { };
+            cudnn = mkStub "redist" "cudnn-${cudaMajorMinorVersion}" {
+              meta.available = false;
+            } { };
+            setupCudaHook = mkStub "makeSetupHook" "setup-cuda-hook" { } { };
+            flags = { };
           };
         in
-        lib.fix (lib.extends (lib.composeManyExtensions final._cuda.extensions) base);
+        # As Nixpkgs' cuda-modules/default.nix composes them: its real
+        # aliases.nix (when config.allowAliases), then `_cuda.extensions`.
+        lib.fix (
+          lib.extends (lib.composeManyExtensions (
+            lib.optionals (config.allowAliases or true) [
+              (import (/. + "${nixpkgsFiles}/pkgs/development/cuda-modules/aliases.nix") { inherit lib; })
+            ]
+            ++ final._cuda.extensions
+          )) base
+        );
     in
     {
       inherit lib config system;
@@ -149,12 +172,15 @@ let
 
       testers.testBuildFailure = drv: mkStub "testBuildFailure" "${drv.name}-failure" { inherit drv; } { };
 
-      # What the overlay replaces.
+      # What the overlay replaces, and what nix/hooks.nix takes from Nixpkgs.
       autoAddDriverRunpath = mkStub "upstream" "auto-add-driver-runpath-hook" { } { };
+      addDriverRunpath = mkStub "upstream" "add-driver-runpath-hook" { } { };
+      autoFixElfFiles = mkStub "upstream" "auto-fix-elf-files" { } { };
 
-      _cuda = lib.makeExtensible (_: {
-        extensions = [ ];
-      });
+      # Nixpkgs' real `_cuda` fixed point (cuda-modules/_cuda), read in place.
+      _cuda = import (/. + "${nixpkgsFiles}/pkgs/development/cuda-modules/_cuda");
+      # Nixpkgs' root, as pkgs.path.
+      path = /. + nixpkgsFiles;
 
       cudaPackages_12_8 = mkCudaPackages "12.8" [ "7.5" "8.0" "8.6" "8.9" "9.0" "10.0" "12.0" ];
       cudaPackages_13_0 = mkCudaPackages "13.0" [ "7.5" "8.0" "8.6" "8.9" "9.0" "10.0" "10.3" "12.0" "12.1" ];
