@@ -102,17 +102,19 @@ impl Baseline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finding::ids;
+    use crate::finding::{CheckId, Subject};
 
     #[test]
     fn round_trip_hides_known_and_keeps_new() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("baseline.json");
-        let old = Finding::new(ids::PTX_ONLY_CAPABILITY, "/a.so", "m").with("capability", "9.0");
+        let old = Finding::new(CheckId::PtxOnlyCapability, "/a.so", "m")
+            .about(Subject::Capability("9.0".into()));
         Baseline::of(std::slice::from_ref(&old)).save(&path).unwrap();
         let b = Baseline::load(&path).unwrap();
         let reworded = Finding { message: "other words".into(), ..old.clone() };
-        let new = Finding::new(ids::PTX_ONLY_CAPABILITY, "/a.so", "m").with("capability", "8.6");
+        let new = Finding::new(CheckId::PtxOnlyCapability, "/a.so", "m")
+            .about(Subject::Capability("8.6".into()));
         let (left, known) = b.filter(vec![reworded, new.clone()]);
         assert_eq!((left, known), (vec![new], 1));
     }
@@ -121,7 +123,8 @@ mod tests {
     fn a_json_report_serves_as_a_baseline() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("report.json");
-        let f = Finding::new(ids::UNRESOLVED_NEEDED, "/a.so", "m").with("library", "libx.so");
+        let f = Finding::new(CheckId::UnresolvedNeeded, "/a.so", "m")
+            .about(Subject::Library("libx.so".into()));
         let report = serde_json::json!({ "findings": [f], "summary": {} });
         std::fs::write(&path, report.to_string()).unwrap();
         let (left, known) = Baseline::load(&path).unwrap().filter(vec![f]);

@@ -4,7 +4,8 @@
 //! runs on which GPU.
 //!
 //! The rules live here and nowhere else; checks ask [`runs_on`] and
-//! [`coverage`]. Sources: ../shared/reference/cuda-capabilities.md, the CUDA
+//! [`coverage`]. Sources: the Nixpkgs table (`capabilities.tsv`),
+//! docs/cuda-elf-inspect.md ("Audit", the capability rules), the CUDA
 //! C++ Programming Guide ("Binary Compatibility", "PTX Compatibility") and the
 //! Blackwell compatibility guide's family-specific section; tests cite them.
 
@@ -12,29 +13,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::sync::OnceLock;
 
-/// The suffix of a capability: none, `a` (architecture-specific) or `f`
-/// (family-specific). Ordered as Nix's `compareVersions` orders them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Variant {
-    /// Plain: forward-compatible within the major version (SASS) or beyond (PTX).
-    Base,
-    /// `a`: runs only on exactly this capability.
-    Arch,
-    /// `f`: runs on this family (same major, equal or higher minor).
-    Family,
-}
-
-impl Variant {
-    /// The suffix letter as written in `9.0a`, `sm_100f`.
-    pub fn suffix(self) -> &'static str {
-        match self {
-            Variant::Base => "",
-            Variant::Arch => "a",
-            Variant::Family => "f",
-        }
-    }
-}
+pub use crate::fatbin::Variant;
 
 /// A compute capability such as `8.6`, `9.0a` or `10.0f`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

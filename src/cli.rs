@@ -93,6 +93,33 @@ pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Paths from the command line, `-` replaced by the newline-separated list
+/// read from `stdin` (empty lines skipped, a trailing `\r` dropped; names
+/// are bytes, so any file name passes).
+pub fn expand_paths(
+    paths: &[std::path::PathBuf],
+    stdin: impl io::BufRead,
+) -> io::Result<Vec<std::path::PathBuf>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::new();
+    let mut stdin = Some(stdin);
+    for p in paths {
+        if p.as_os_str() != "-" {
+            out.push(p.clone());
+            continue;
+        }
+        // A second `-` finds stdin read already: nothing more.
+        for line in stdin.take().into_iter().flat_map(|s| s.split(b'\n')) {
+            let line = line?;
+            let line = line.strip_suffix(b"\r").unwrap_or(&line);
+            if !line.is_empty() {
+                out.push(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(line)));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// cuobjdump's options that `cuda-elf-inspect` does not implement, long and
 /// short forms: refused with a message naming them, instead of clap reading
 /// `-sass` as the flags `-s -a -s -s` and suggesting `-- -s`.
@@ -151,6 +178,7 @@ pub fn cuobjdump_args(args: impl IntoIterator<Item = OsString>) -> Result<Vec<Os
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn args(list: &[&str]) -> Result<Vec<String>, String> {
         cuobjdump_args(list.iter().map(OsString::from))
@@ -172,5 +200,15 @@ mod tests {
         let e = args(&["x", "--gpu-architecture=sm_80", "f"]).unwrap_err();
         assert!(e.contains("--gpu-architecture (-arch)"), "{e}");
         assert_eq!(args(&["x", "--", "-sass"]).unwrap(), ["x", "--", "-sass"]);
+    }
+
+    #[test]
+    fn a_dash_reads_the_list_from_stdin() {
+        let stdin: &[u8] = b"a.so\r\n\nlib/\xffb.so\n";
+        let got = expand_paths(&["x".into(), "-".into(), "y".into(), "-".into()], stdin).unwrap();
+        let odd = PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(
+            b"lib/\xffb.so",
+        ));
+        assert_eq!(got, vec![PathBuf::from("x"), "a.so".into(), odd, "y".into()]);
     }
 }

@@ -1,8 +1,9 @@
 //! Findings: what the audit reports, as data first and text second.
 //!
-//! Every check has one row in [`CHECKS`]: its stable id, default severity, a
-//! one-line why and a fix hint. Emitters (text, JSON, SARIF, GitHub) and the
-//! baseline read that table; nothing else spells a check id.
+//! Every check is a [`CheckId`] with one row in one table: its stable id,
+//! default severity, the kind of subject its findings name, a one-line why
+//! and a fix hint. Emitters (text, JSON, SARIF, GitHub) and the baseline
+//! read that table; nothing else spells a check id.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -31,78 +32,189 @@ impl fmt::Display for Severity {
     }
 }
 
-/// A check's fixed description.
-#[derive(Debug)]
-pub struct Check {
-    /// Stable id, used in JSON, SARIF rule ids, baselines.
-    pub id: &'static str,
-    /// Default severity.
-    pub severity: Severity,
-    /// One line: why this matters.
-    pub why: &'static str,
-    /// One line: how to fix it.
-    pub fix: &'static str,
-}
-
 macro_rules! checks {
-    ($($name:ident = $id:literal, $sev:ident, $why:literal, $fix:literal;)*) => {
-        /// Every check the audit runs, in report order.
-        pub const CHECKS: &[Check] = &[$(Check { id: $id, severity: Severity::$sev, why: $why, fix: $fix },)*];
-        /// Names for the checks, so code refers to them without strings.
-        #[allow(missing_docs)]
-        pub mod ids { $(pub const $name: &str = $id;)* }
+    ($($name:ident = $id:literal, $sev:ident, $subject:literal, $why:literal, $fix:literal;)*) => {
+        /// Every check the audit runs, in report order. Its row of the
+        /// table below holds its stable id, default severity, what names its
+        /// subject, why it matters and how to fix it.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum CheckId { $(#[doc = $why] $name,)* }
+
+        impl CheckId {
+            /// Every check, in report order.
+            pub const ALL: &'static [CheckId] = &[$(CheckId::$name,)*];
+
+            /// The stable id, used in JSON, SARIF rule ids and baselines.
+            pub fn id(self) -> &'static str {
+                match self { $(CheckId::$name => $id,)* }
+            }
+
+            /// Default severity.
+            pub fn severity(self) -> Severity {
+                match self { $(CheckId::$name => Severity::$sev,)* }
+            }
+
+            /// One line: why this matters.
+            pub fn why(self) -> &'static str {
+                match self { $(CheckId::$name => $why,)* }
+            }
+
+            /// One line: how to fix it.
+            pub fn fix(self) -> &'static str {
+                match self { $(CheckId::$name => $fix,)* }
+            }
+
+            /// What kind of [`Subject`] its findings name (`capability`,
+            /// `entry`, `library`, `arch`, or empty for none).
+            pub fn subject_kind(self) -> &'static str {
+                match self { $(CheckId::$name => $subject,)* }
+            }
+        }
     };
 }
 
 checks! {
-    LIBCUDA_STUB_IN_RUNPATH = "libcuda-stub-in-runpath", Error,
+    LibcudaStubInRunpath = "libcuda-stub-in-runpath", Error, "entry",
         "a CUDA stubs folder on the RUNPATH makes the program load the stub libcuda.so and fail with CUDA_ERROR_STUB_LIBRARY",
         "remove the */lib/stubs entry (removeStubsFromRunpathHook, or link against stubs with -Wl,--as-needed and no rpath)";
-    MISSING_DRIVER_RUNPATH = "missing-driver-runpath", Error,
+    MissingDriverRunpath = "missing-driver-runpath", Error, "entry",
         "the file needs libcuda.so.1 but /run/opengl-driver/lib is not on its RUNPATH, so it cannot find the driver on NixOS",
         "add autoAddDriverRunpath to nativeBuildInputs";
-    TMPDIR_IN_RUNPATH = "tmpdir-in-runpath", Error,
+    TmpdirInRunpath = "tmpdir-in-runpath", Error, "entry",
         "a RUNPATH entry points into the build folder, which does not exist at run time (and may be writable by others)",
         "fix the build system's rpath flags, or drop the entry (patchelf --shrink-rpath)";
-    EMPTY_RUNPATH_ENTRY = "empty-runpath-entry", Error,
+    EmptyRunpathEntry = "empty-runpath-entry", Error, "entry",
         "an empty RUNPATH entry (leading, trailing or double colon) makes the loader search the current directory",
         "rewrite the RUNPATH without empty entries (auto-add-driver-runpath never writes them)";
-    UNRESOLVED_NEEDED = "unresolved-needed", Error,
+    UnresolvedNeeded = "unresolved-needed", Error, "library",
         "a NEEDED library is found nowhere on the search path: the program will not start",
         "add the library's package to buildInputs, or fix the RUNPATH";
-    NO_CODE_FOR_CAPABILITY = "no-code-for-capability", Error,
+    NoCodeForCapability = "no-code-for-capability", Error, "capability",
         "a requested GPU capability has neither compatible SASS nor JIT-able PTX: kernels fail with 'no kernel image is available'",
         "build with the requested capabilities (cudaCapabilities / CMAKE_CUDA_ARCHITECTURES / TORCH_CUDA_ARCH_LIST)";
-    PTX_ONLY_CAPABILITY = "ptx-only-capability", Warning,
+    PtxOnlyCapability = "ptx-only-capability", Warning, "capability",
         "a requested GPU capability runs only through the driver's PTX JIT: slow first start, needs a new enough driver",
         "add SASS for this capability (-gencode arch=compute_XY,code=sm_XY)";
-    MISSING_FORWARD_COMPAT_PTX = "missing-forward-compat-ptx", Warning,
+    MissingForwardCompatPtx = "missing-forward-compat-ptx", Warning, "capability",
         "forward compatibility was requested but there is no PTX for the last capability, so newer GPUs get nothing",
         "add -gencode arch=compute_XY,code=compute_XY for the last capability, or set cudaForwardCompat = false";
-    UNREQUESTED_ARCH = "unrequested-arch", Info,
+    UnrequestedArch = "unrequested-arch", Info, "arch",
         "the file carries code for a capability nobody asked for: larger outputs, longer builds",
         "check the build system's architecture flags";
-    CUDART_STATIC = "cudart-static", Info,
+    CudartStatic = "cudart-static", Info, "",
         "the CUDA runtime is linked statically: it dlopens libcuda.so.1 at run time",
         "nothing to fix; make sure the driver RUNPATH is present";
-    RPATH_INSTEAD_OF_RUNPATH = "rpath-instead-of-runpath", Warning,
+    RpathInsteadOfRunpath = "rpath-instead-of-runpath", Warning, "entry",
         "DT_RPATH is searched before LD_LIBRARY_PATH and inherited by dependencies, unlike DT_RUNPATH",
         "link with --enable-new-dtags, or let auto-add-driver-runpath convert it";
-    MIXED_CUDART_VERSIONS = "mixed-cudart-versions", Warning,
+    MixedCudartVersions = "mixed-cudart-versions", Warning, "library",
         "one tree links two major versions of the CUDA runtime: two runtimes in one process",
         "build every component against the same cudaPackages set";
 }
 
-/// The table row of a check id.
-pub fn check(id: &str) -> Option<&'static Check> {
-    CHECKS.iter().find(|c| c.id == id)
+impl CheckId {
+    /// The check of a stable id.
+    pub fn from_id(id: &str) -> Option<CheckId> {
+        CheckId::ALL.iter().copied().find(|c| c.id() == id)
+    }
+}
+
+impl fmt::Display for CheckId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl Serialize for CheckId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.id())
+    }
+}
+
+impl<'de> Deserialize<'de> for CheckId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<CheckId, D::Error> {
+        let id = String::deserialize(d)?;
+        CheckId::from_id(&id)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown check id '{id}'")))
+    }
+}
+
+/// What a finding is about, besides its file: the one value a baseline
+/// remembers it by (with check and place), so that messages may be reworded
+/// freely. Serialised as the finding's `details` (`{"capability": "9.0"}`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Subject {
+    /// Nothing beyond the file (`cudart-static`).
+    #[default]
+    None,
+    /// A requested capability (`9.0`, `10.0f`).
+    Capability(String),
+    /// A RUNPATH/RPATH entry, or the whole value.
+    Entry(String),
+    /// A library name (`libcudart.so.12`).
+    Library(String),
+    /// An architecture (`sm_86`, `compute_90`).
+    Arch(String),
+}
+
+impl Subject {
+    /// The detail key and value, `None` for [`Subject::None`].
+    pub fn pair(&self) -> Option<(&'static str, &str)> {
+        match self {
+            Subject::None => None,
+            Subject::Capability(v) => Some(("capability", v)),
+            Subject::Entry(v) => Some(("entry", v)),
+            Subject::Library(v) => Some(("library", v)),
+            Subject::Arch(v) => Some(("arch", v)),
+        }
+    }
+
+    /// The value (empty for none).
+    pub fn value(&self) -> &str {
+        self.pair().map_or("", |(_, v)| v)
+    }
+}
+
+mod details {
+    //! `Subject` as the JSON `details` object of earlier reports.
+    use super::Subject;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(subject: &Subject, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = serde_json::Map::new();
+        if let Some((k, v)) = subject.pair() {
+            map.insert(k.to_string(), v.into());
+        }
+        map.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Subject, D::Error> {
+        let map = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let text = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+        // One key per finding; the order is the one fingerprints always used.
+        for (key, make) in [
+            ("capability", Subject::Capability as fn(String) -> Subject),
+            ("entry", Subject::Entry),
+            ("library", Subject::Library),
+            ("arch", Subject::Arch),
+        ] {
+            if let Some(v) = map.get(key) {
+                return Ok(make(text(v)));
+            }
+        }
+        Ok(Subject::None)
+    }
+
+    pub fn is_none(subject: &Subject) -> bool {
+        *subject == Subject::None
+    }
 }
 
 /// One finding about one file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
-    /// The check's id (a row of [`CHECKS`]).
-    pub check: String,
+    /// The check.
+    pub check: CheckId,
     /// Severity (the check's default).
     pub severity: Severity,
     /// The file, as the user named it or as the walk found it. Written to
@@ -112,9 +224,14 @@ pub struct Finding {
     pub path: PathBuf,
     /// One sentence about this file.
     pub message: String,
-    /// Typed details (capability, RUNPATH entry, library name...).
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub details: serde_json::Map<String, serde_json::Value>,
+    /// What the finding is about (capability, RUNPATH entry, library, arch).
+    #[serde(
+        rename = "details",
+        default,
+        with = "details",
+        skip_serializing_if = "details::is_none"
+    )]
+    pub subject: Subject,
     /// Where the file sits below the audited root, named by the root's last
     /// component with any Nix store hash removed (`foo-1.0/lib/libfoo.so`):
     /// the same for a rebuild, and for a PR's result and its base's, so
@@ -141,39 +258,33 @@ pub fn strip_store_hash(name: &str) -> &str {
 }
 
 impl Finding {
-    /// A finding of check `id` with the check's default severity.
-    pub fn new(id: &'static str, path: impl Into<PathBuf>, message: impl Into<String>) -> Finding {
-        let severity = check(id).map_or(Severity::Error, |c| c.severity);
+    /// A finding of `check` with the check's default severity.
+    pub fn new(check: CheckId, path: impl Into<PathBuf>, message: impl Into<String>) -> Finding {
         Finding {
-            check: id.to_string(),
-            severity,
+            check,
+            severity: check.severity(),
             path: path.into(),
             message: message.into(),
-            details: serde_json::Map::new(),
+            subject: Subject::None,
             location: None,
         }
     }
 
-    /// Adds one detail.
-    pub fn with(mut self, key: &str, value: impl Into<serde_json::Value>) -> Finding {
-        self.details.insert(key.to_string(), value.into());
+    /// Names what the finding is about.
+    pub fn about(mut self, subject: Subject) -> Finding {
+        self.subject = subject;
         self
     }
 
     /// The identity a baseline remembers: check, location (else path) and
-    /// the detail that names the subject (capability, entry, library), not
-    /// the message text.
+    /// subject, not the message text. Unchanged from the untyped details:
+    /// the subject is the one detail every finding had.
     pub fn fingerprint(&self) -> String {
-        let subject = ["capability", "entry", "library", "arch"]
-            .iter()
-            .find_map(|k| self.details.get(*k))
-            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
-            .unwrap_or_default();
         let place = match &self.location {
             Some(l) => l.clone(),
             None => self.path.to_string_lossy().into_owned(),
         };
-        format!("{}\t{}\t{}", self.check, place, subject)
+        format!("{}\t{}\t{}", self.check, place, self.subject.value())
     }
 }
 
@@ -189,11 +300,24 @@ mod tests {
 
     #[test]
     fn check_ids_are_unique_and_kebab_case() {
-        let mut ids: Vec<&str> = CHECKS.iter().map(|c| c.id).collect();
+        let mut ids: Vec<&str> = CheckId::ALL.iter().map(|c| c.id()).collect();
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), CHECKS.len());
+        assert_eq!(ids.len(), CheckId::ALL.len());
         assert!(ids.iter().all(|id| id.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')));
+        for c in CheckId::ALL {
+            assert_eq!(CheckId::from_id(c.id()), Some(*c));
+            assert!(!c.why().is_empty() && !c.fix().is_empty());
+        }
+    }
+
+    #[test]
+    fn the_manual_documents_every_check() {
+        let manual = include_str!("../docs/cuda-elf-inspect.md");
+        for c in CheckId::ALL {
+            let row = format!("| `{}` | {} |", c.id(), c.severity());
+            assert!(manual.contains(&row), "docs/cuda-elf-inspect.md lacks the row {row}");
+        }
     }
 
     #[test]
@@ -208,7 +332,30 @@ mod tests {
 
     #[test]
     fn severity_comes_from_the_table() {
-        assert_eq!(Finding::new(ids::PTX_ONLY_CAPABILITY, "/x", "m").severity, Severity::Warning);
-        assert_eq!(Finding::new(ids::UNRESOLVED_NEEDED, "/x", "m").severity, Severity::Error);
+        assert_eq!(Finding::new(CheckId::PtxOnlyCapability, "/x", "m").severity, Severity::Warning);
+        assert_eq!(Finding::new(CheckId::UnresolvedNeeded, "/x", "m").severity, Severity::Error);
+    }
+
+    #[test]
+    fn subjects_serialise_as_the_details_of_earlier_reports() {
+        let f = Finding::new(CheckId::UnresolvedNeeded, "/x", "m")
+            .about(Subject::Library("libx.so".into()));
+        let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(json["details"], serde_json::json!({ "library": "libx.so" }));
+        assert_eq!(json["check"], "unresolved-needed");
+        let back: Finding = serde_json::from_value(json).unwrap();
+        assert_eq!(back, f);
+        let none = serde_json::to_value(Finding::new(CheckId::CudartStatic, "/x", "m")).unwrap();
+        assert!(none.get("details").is_none());
+    }
+
+    #[test]
+    fn fingerprints_are_those_of_the_untyped_details() {
+        // As version 1 baselines spelled them: check, path, subject value.
+        let f = Finding::new(CheckId::NoCodeForCapability, "/a.so", "m")
+            .about(Subject::Capability("9.0".into()));
+        assert_eq!(f.fingerprint(), "no-code-for-capability\t/a.so\t9.0");
+        let f = Finding::new(CheckId::CudartStatic, "/a.so", "m");
+        assert_eq!(f.fingerprint(), "cudart-static\t/a.so\t");
     }
 }

@@ -94,6 +94,9 @@ pub struct ElfObject<'a> {
     pub sections: Vec<FatbinSection<'a>>,
     /// Sections that could not be read.
     pub errors: Vec<ReadError>,
+    /// File ranges `[start, end)` of executable sections (host code, never
+    /// a fatbin the CUDA runtime reads): the container scan skips them.
+    pub code: Vec<(u64, u64)>,
 }
 
 /// One fatbin section of a host ELF file.
@@ -207,6 +210,12 @@ fn parse_elf<'a, H: FileHeader<Endian = LE>>(
     let sections = header.sections(LE, data).map_err(e)?;
     let mut object = ElfObject::default();
     for (index, section) in sections.iter().enumerate() {
+        let executable = section.sh_flags(LE).0 & elf::SHF_EXECINSTR.0 != 0;
+        if executable && section.sh_type(LE) != elf::SHT_NOBITS {
+            let start = base.saturating_add(section.sh_offset(LE).into());
+            object.code.push((start, start.saturating_add(section.sh_size(LE).into())));
+            continue;
+        }
         let name = match sections.section_name(LE, section) {
             Ok(n) if n == NV_FATBIN.as_bytes() => NV_FATBIN,
             Ok(n) if n == NV_RELFATBIN.as_bytes() => NV_RELFATBIN,

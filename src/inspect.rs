@@ -7,11 +7,13 @@
 //! entries, and add their findings next to it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{self, Write};
 use std::path::Path;
 
+use crate::devicecode::model::ptx_has_entry;
+use crate::devicecode::traverse::{self, Part};
+use crate::devicecode::{DeviceCode, Ptx, Sass};
 use crate::fatbin::{codec, cubin, Arch, Codec, Container, Entry, FatbinError, Kind, Region};
-use crate::hostelf::{self, Object, ReadError};
+use crate::hostelf::{self, Object};
 
 /// How much to read.
 #[derive(Debug, Clone, Copy, Default)]
@@ -75,6 +77,10 @@ pub struct EntryReport {
     /// Deep mode: a cubin without kernels (nvlink link stub).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link_stub: Option<bool>,
+    /// Deep mode: the PTX declares an `.entry` (the model's rule,
+    /// [`ptx_has_entry`]); `ptx.kernels` lists their names.
+    #[serde(skip)]
+    pub ptx_entry: Option<bool>,
     /// Deep mode: why the payload could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decode_error: Option<String>,
@@ -98,16 +104,19 @@ pub struct SectionReport {
     pub nobits: bool,
 }
 
-/// The architectures and sizes of a file at a glance.
+/// The architectures and sizes of a file at a glance: the sets are the
+/// device-code model's ([`DeviceCode`]), as the audit reports them.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Summary {
     /// Architectures with SASS (in deep mode: with at least one kernel).
     pub sass: BTreeSet<Arch>,
-    /// Architectures with PTX.
+    /// Architectures with PTX (in deep mode: with at least one `.entry`).
     pub ptx: BTreeSet<Arch>,
     /// Deep mode: architectures whose cubins are all link stubs (no kernels).
     pub link_stub_only: BTreeSet<Arch>,
-    /// Architectures with LTO-IR.
+    /// Deep mode: architectures whose PTX has no `.entry` (variables only).
+    pub ptx_without_entries: BTreeSet<Arch>,
+    /// Every architecture with LTO-IR.
     pub lto_ir: BTreeSet<Arch>,
     /// Cubins (ELF entries and concat parts).
     pub cubins: usize,
@@ -141,7 +150,7 @@ pub struct FileReport {
     /// Scan mode: entries of containers found outside the fatbin sections.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scanned: Option<Vec<EntryReport>>,
-    /// The summary of `entries` (scanned entries are not included).
+    /// The summary of `entries` and `scanned`.
     pub summary: Summary,
     /// Damage and read errors, as sentences.
     pub errors: Vec<String>,
@@ -189,6 +198,7 @@ pub fn inspect_bytes(data: &[u8], options: Options, report: &mut FileReport) {
 /// its resident memory independent of the file size ([`hostelf::Mapped::release`]).
 /// `thin_base` is the file's path when it is one: a thin archive's members
 /// are read from the files next to it (their offsets are then in those files).
+/// The walk is the device-code model's ([`traverse`]).
 pub fn inspect_bytes_with(
     data: &[u8],
     options: Options,
@@ -199,13 +209,15 @@ pub fn inspect_bytes_with(
     match hostelf::parse_with(data, &mut |part| release(part)) {
         Ok(object) => {
             report.format = object.format();
-            let mut skip = Vec::new();
             let budget = codec::Budget::per_file();
-            let ctx = Ctx { options, release, path: thin_base, budget: &budget };
-            collect(&object, None, &ctx, report, &mut skip);
+            let ctx = Ctx { options, release, budget: &budget };
+            traverse::for_each_unit(&object, thin_base, &mut |member, unit| match unit {
+                Ok(unit) => collect(unit, member, &ctx, report),
+                Err(e) => report.errors.push(traverse::prefixed(member, &e)),
+            });
             if options.scan {
                 let mut scanned = Vec::new();
-                for c in crate::fatbin::scan(data, 0, &skip) {
+                for c in traverse::scan(data, &object, &mut |p| release(p)) {
                     push_container(&c, None, "scan", &ctx, &mut scanned);
                 }
                 report.scanned = Some(scanned);
@@ -213,103 +225,50 @@ pub fn inspect_bytes_with(
         }
         Err(e) => report.errors.push(e.to_string()),
     }
-    report.summary = summarise(&report.entries, options.deep);
+    let all = report.entries.iter().chain(report.scanned.iter().flatten());
+    report.summary = summarise(all, options.deep);
 }
 
 /// What the walk over entries needs besides the entries.
 struct Ctx<'r> {
     options: Options,
     release: &'r (dyn Fn(&[u8]) + Sync),
-    /// The file's path, to find a thin archive's members next to it.
-    path: Option<&'r Path>,
     /// The file's decompression budget.
     budget: &'r codec::Budget,
 }
 
+/// Reports one unit (the file, or a thin archive's member `unit_member`).
 fn collect(
     object: &Object<'_>,
-    member: Option<&str>,
+    unit_member: Option<&[u8]>,
     ctx: &Ctx<'_>,
     report: &mut FileReport,
-    skip: &mut Vec<(u64, u64)>,
 ) {
-    let prefix = |s: String| match member {
-        Some(m) => format!("{m}: {s}"),
-        None => s,
-    };
-    match object {
-        Object::Elf(elf) => {
-            let is_nobits = |name: &str| {
-                elf.errors
-                    .iter()
-                    .any(|e| matches!(e, ReadError::NoBits { section } if *section == name))
-            };
-            for section in &elf.sections {
-                // A split debug file (NOBITS section) holds no device code;
-                // the stripped file next to it does. Not damage either.
-                let nobits = section.size == 0 && is_nobits(section.name);
-                report.device_code |= !nobits;
-                skip.push((section.offset, section.offset.saturating_add(section.size)));
-                report.sections.push(SectionReport {
-                    member: member.map(str::to_string),
-                    name: section.name,
-                    offset: section.offset,
-                    size: section.size,
-                    containers: section.region.containers.len(),
-                    nobits,
-                });
-                push_region(&section.region, member, section.name, ctx, report);
+    let name =
+        |m: Option<&[u8]>| m.or(unit_member).map(|m| String::from_utf8_lossy(m).into_owned());
+    traverse::visit(object, &mut |part| match part {
+        Part::Section { member, section, nobits } => {
+            report.device_code |= !nobits;
+            report.sections.push(SectionReport {
+                member: name(member),
+                name: section.name,
+                offset: section.offset,
+                size: section.size,
+                containers: section.region.containers.len(),
+                nobits,
+            });
+        }
+        Part::Region { member, section, region } => {
+            if section == "fatbin" {
+                report.device_code = true;
             }
-            report.errors.extend(
-                elf.errors
-                    .iter()
-                    .filter(|e| !matches!(e, ReadError::NoBits { .. }))
-                    .map(|e| prefix(e.to_string())),
-            );
+            push_region(region, name(member).as_deref(), section, ctx, report)
         }
-        Object::Archive(members) => {
-            for m in members {
-                let name = String::from_utf8_lossy(m.name).into_owned();
-                match (&m.object, ctx.path) {
-                    (Ok(Object::Archive(_)), _) => {}
-                    (Ok(inner), _) => collect(inner, Some(&name), ctx, report, skip),
-                    (Err(_), Some(archive)) if m.thin => {
-                        let file = hostelf::thin_member_path(archive, m.name);
-                        match hostelf::map(&file) {
-                            Ok(bytes) => match hostelf::parse_member(&bytes) {
-                                Ok(inner) => {
-                                    let member_ctx = Ctx { release: &|_| {}, ..*ctx };
-                                    collect(
-                                        &inner,
-                                        Some(&name),
-                                        &member_ctx,
-                                        report,
-                                        &mut Vec::new(),
-                                    )
-                                }
-                                Err(e) => report.errors.push(format!("{name}: {e}")),
-                            },
-                            Err(e) => report.errors.push(format!(
-                                "{name}: {}: {}",
-                                file.display(),
-                                crate::error::describe_io(&e)
-                            )),
-                        }
-                    }
-                    (Err(e), _) => report.errors.push(format!("{name}: {e}")),
-                }
-            }
-        }
-        Object::Fatbin(region) => {
-            report.device_code = true;
-            skip.push((0, u64::MAX));
-            push_region(region, member, "fatbin", ctx, report);
-        }
-        Object::Cubin(info) => {
+        Part::Cubin { member, info } => {
             report.device_code = true;
             match info {
                 Ok(info) => report.entries.push(EntryReport {
-                    member: member.map(str::to_string),
+                    member: name(member),
                     section: "cubin",
                     container: 0,
                     offset: 0,
@@ -318,7 +277,7 @@ fn collect(
                     kind_raw: crate::fatbin::header::KIND_ELF,
                     arch: info.arch,
                     sm: info.arch.sm,
-                    variant: variant(info.arch),
+                    variant: info.arch.variant.suffix(),
                     codec: Codec::None,
                     stored_size: report.size,
                     plain_size: report.size,
@@ -328,15 +287,20 @@ fn collect(
                     identifier: None,
                     options: None,
                     link_stub: Some(info.is_link_stub()),
+                    ptx_entry: None,
                     cubin: Some(info.clone()),
                     ptx: None,
                     decode_error: None,
                 }),
-                Err(e) => report.errors.push(prefix(e.to_string())),
+                Err(e) => {
+                    report.errors.push(traverse::prefixed(member.or(unit_member), &e.to_string()))
+                }
             }
         }
-        Object::Other => {}
-    }
+        Part::Problem { member, error } => {
+            report.errors.push(traverse::prefixed(member.or(unit_member), &error.to_string()))
+        }
+    });
 }
 
 fn push_region(
@@ -430,16 +394,11 @@ fn look_inside(kind: Kind, bytes: &[u8], r: &mut EntryReport) {
             }
             Err(e) => r.decode_error = Some(e.to_string()),
         },
-        Kind::Ptx => r.ptx = Some(cubin::read_ptx(bytes)),
+        Kind::Ptx => {
+            r.ptx = Some(cubin::read_ptx(bytes));
+            r.ptx_entry = Some(ptx_has_entry(bytes));
+        }
         _ => {}
-    }
-}
-
-fn variant(arch: Arch) -> &'static str {
-    match (arch.arch_specific, arch.family_specific) {
-        (true, _) => "a",
-        (false, true) => "f",
-        _ => "",
     }
 }
 
@@ -466,7 +425,7 @@ fn entry_report(
         },
         arch: e.arch,
         sm: e.arch.sm,
-        variant: variant(e.arch),
+        variant: e.arch.variant.suffix(),
         codec: e.codec,
         stored_size: match e.payload {
             crate::fatbin::Payload::Stored(s) => s.len() as u64,
@@ -481,14 +440,16 @@ fn entry_report(
         cubin: None,
         ptx: None,
         link_stub: None,
+        ptx_entry: None,
         decode_error: None,
     }
 }
 
-/// The summary of a list of entries.
-pub fn summarise(entries: &[EntryReport], deep: bool) -> Summary {
+/// The summary of a list of entries: sizes and codecs, and the
+/// device-code model built from what each entry was found to hold.
+pub fn summarise<'r>(entries: impl IntoIterator<Item = &'r EntryReport>, deep: bool) -> Summary {
     let mut s = Summary { deep, ..Summary::default() };
-    let mut stub_archs = BTreeSet::new();
+    let mut code = DeviceCode::default();
     for e in entries {
         *s.codecs.entry(e.codec).or_default() += 1;
         // Sizes come from headers: saturate rather than overflow.
@@ -497,118 +458,78 @@ pub fn summarise(entries: &[EntryReport], deep: bool) -> Summary {
         match e.kind {
             Kind::Elf => {
                 s.cubins += 1;
-                // Cubin archs never carry `f`; the entry header may.
-                let arch = Arch { family_specific: false, ..e.arch };
-                if e.link_stub == Some(true) {
-                    stub_archs.insert(arch);
-                } else {
-                    s.sass.insert(arch);
-                }
+                let sass = match e.link_stub {
+                    Some(true) => Sass::LinkStub,
+                    Some(false) => Sass::Kernels,
+                    None => Sass::Unknown,
+                };
+                code.note_sass(e.arch, sass);
             }
             Kind::Ptx => {
                 s.ptx_files += 1;
-                s.ptx.insert(e.arch);
+                let ptx = match e.ptx_entry {
+                    Some(true) => Ptx::Entries,
+                    Some(false) => Ptx::NoEntries,
+                    None => Ptx::Unknown,
+                };
+                code.note_ptx(e.arch, ptx);
             }
-            Kind::LtoIr => {
-                s.lto_ir.insert(e.arch);
-            }
-            _ => {}
+            Kind::LtoIr => code.note_lto_ir(e.arch),
+            Kind::Concat | Kind::Unknown(_) => {}
         }
     }
-    s.link_stub_only = stub_archs.difference(&s.sass).copied().collect();
+    s.sass = code.sass();
+    s.ptx = code.ptx();
+    s.link_stub_only = code.link_stub_only();
+    s.ptx_without_entries = code.ptx_without_entries();
+    s.lto_ir = code.lto_ir();
     s
 }
 
-fn archs(set: &BTreeSet<Arch>) -> String {
-    let mut v: Vec<&Arch> = set.iter().collect();
-    v.sort_by_key(|a| (a.sm, a.arch_specific, a.family_specific));
-    v.iter().map(|a| a.name()).collect::<Vec<_>>().join(" ")
-}
-
-fn bytes(n: u64) -> String {
-    match n {
-        n if n >= 10 << 20 => format!("{} MiB", n >> 20),
-        n if n >= 10 << 10 => format!("{} KiB", n >> 10),
-        n => format!("{n} B"),
+/// `--summary`'s reports of files and folders: folders walked in parallel
+/// (files without device code and without damage left out), a `result` link
+/// to a folder entered and its files named under the link, as the audit
+/// does. Returns the reports, and the walk's errors (`path: reason`).
+pub fn inspect_paths(
+    paths: &[std::path::PathBuf],
+    options: Options,
+) -> (Vec<FileReport>, Vec<String>) {
+    let mut reports = Vec::new();
+    let mut errors = Vec::new();
+    for path in paths {
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            // A path that cannot be read is reported like a damaged file.
+            reports.push(inspect_path(path, options));
+            continue;
+        }
+        let root = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        let shown = |p: &Path| match p.strip_prefix(&root) {
+            Ok(rel) if root != *path => path.join(rel),
+            _ => p.to_path_buf(),
+        };
+        let walked = crate::walk::walk(&root, &crate::walk::Options::default(), |p, kind| {
+            if !kind.file_type.is_file() {
+                return None;
+            }
+            let mut r = inspect_path(p, options);
+            r.path = shown(p).to_string_lossy().into_owned();
+            (r.device_code || !r.errors.is_empty() && r.format != "other").then_some(r)
+        });
+        errors.extend(walked.errors.iter().map(|e| e.to_string()));
+        reports.extend(walked.items.into_iter().map(|(_, r)| r));
     }
+    (reports, errors)
 }
 
-/// A path fit for a terminal: control characters (a newline in a file
-/// name, an escape sequence) are shown escaped, not sent.
-pub fn sanitize(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
-        .collect()
-}
-
-/// Writes the human summary of one file.
-pub fn write_text(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
-    let s = &r.summary;
-    let path = sanitize(&r.path);
-    if r.format == "error" {
-        writeln!(out, "{}: not read", path)?;
-    } else if !r.device_code {
-        writeln!(out, "{}: no device code ({})", path, r.format)?;
+/// `--summary`'s exit status: 2 when a path could not be read (or walked),
+/// else 1 when a file's device code is damaged, else 0.
+pub fn exit_status(reports: &[FileReport], walk_errors: usize) -> u8 {
+    use crate::cli::{EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK};
+    if walk_errors > 0 || reports.iter().any(|r| r.format == "error") {
+        EXIT_FAILURE
+    } else if reports.iter().any(|r| !r.errors.is_empty()) {
+        EXIT_FINDINGS
     } else {
-        writeln!(
-            out,
-            "{}: {}, {} fatbin section(s), {} cubin(s), {} PTX",
-            path,
-            r.format,
-            r.sections.len(),
-            s.cubins,
-            s.ptx_files
-        )?;
-        if !s.sass.is_empty() {
-            writeln!(out, "  SASS:           {}", archs(&s.sass))?;
-        }
-        if !s.ptx.is_empty() {
-            writeln!(out, "  PTX:            {}", archs(&s.ptx))?;
-        }
-        if !s.link_stub_only.is_empty() {
-            writeln!(out, "  link stub only: {}", archs(&s.link_stub_only))?;
-        }
-        if !s.lto_ir.is_empty() {
-            writeln!(out, "  LTO-IR:         {}", archs(&s.lto_ir))?;
-        }
-        let codecs: Vec<String> =
-            s.codecs.iter().map(|(c, n)| format!("{} {n}", c.name())).collect();
-        if !codecs.is_empty() {
-            writeln!(
-                out,
-                "  codecs:         {}; {} stored, {} plain",
-                codecs.join(", "),
-                bytes(s.stored_bytes),
-                bytes(s.plain_bytes)
-            )?;
-        }
-        if !s.deep {
-            writeln!(out, "  (headers only: link stubs not told apart)")?;
-        }
-    }
-    if let Some(scanned) = &r.scanned {
-        let sum = summarise(scanned, s.deep);
-        writeln!(
-            out,
-            "  scan: {} entries outside the fatbin sections (SASS: {}; PTX: {})",
-            scanned.len(),
-            archs(&sum.sass),
-            archs(&sum.ptx)
-        )?;
-    }
-    for e in &r.errors {
-        writeln!(out, "  error: {e}")?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::sanitize;
-
-    #[test]
-    fn control_characters_in_paths_are_escaped() {
-        assert_eq!(sanitize("lib\nx\u{1b}[31m.so"), "lib\\nx\\u{1b}[31m.so");
-        assert_eq!(sanitize("plain/é.so"), "plain/é.so");
+        EXIT_OK
     }
 }

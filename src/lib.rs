@@ -12,6 +12,7 @@
 //! - [`symlinks`]: the noBrokenSymlinks decision procedure and its extra findings.
 //! - [`fatbin`]: the device-code reader and cuobjdump-compatible listing.
 //! - [`hostelf`]: where device code sits in host ELF files, archives, raw fatbins, cubins.
+//! - [`devicecode`]: the one model of a file's device code and the one walk building it.
 //! - [`inspect`]: the per-file report of `cuda-elf-inspect` (summary and JSON).
 //! - [`elf`]: a bounds-checked ELF reader, the skip rules, the RUNPATH planner
 //!   and the targeted writer/verifier behind `auto-add-driver-runpath`.
@@ -26,6 +27,7 @@ pub mod baseline;
 pub mod buildenv;
 pub mod capabilities;
 pub mod cli;
+pub mod devicecode;
 pub mod driver_runpath;
 pub mod elf;
 pub mod error;

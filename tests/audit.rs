@@ -4,7 +4,7 @@
 //! counterpart; every output format; the baseline ratchet; bad input.
 //!
 //! Expectations come from the checks' definitions (issue 5,
-//! ../shared/reference/cuda-capabilities.md), never from our own output.
+//! docs/cuda-elf-inspect.md), never from our own output.
 
 mod support;
 

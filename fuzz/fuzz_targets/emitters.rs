@@ -10,7 +10,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use libfuzzer_sys::fuzz_target;
-use nix_cuda_hooks::finding::{Finding, CHECKS};
+use nix_cuda_hooks::finding::{CheckId, Finding, Subject};
 use nix_cuda_hooks::report::{self, github, sarif, Report};
 use nix_cuda_hooks::symlinks::{LinkRecord, Verdict};
 
@@ -34,11 +34,11 @@ fuzz_target!(|data: &[u8]| {
         match kind % 4 {
             0 => files.push(Facts { path }),
             1 => {
-                let check = &CHECKS[usize::from(kind / 4) % CHECKS.len()];
+                let check = CheckId::ALL[usize::from(kind / 4) % CheckId::ALL.len()];
                 let message = String::from_utf8_lossy(rest).into_owned();
                 findings.push(
-                    Finding::new(check.id, path, message)
-                        .with("entry", String::from_utf8_lossy(rest)),
+                    Finding::new(check, path, message)
+                        .about(Subject::Entry(String::from_utf8_lossy(rest).into_owned())),
                 );
             }
             2 => failures.push(String::from_utf8_lossy(rest).into_owned()),

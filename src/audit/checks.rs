@@ -4,11 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::device::{capability, DeviceFacts};
 use super::dynamic::DynamicFacts;
 use super::Policy;
 use crate::capabilities::{coverage, Capability, CodeKind, Runs, Variant};
-use crate::finding::{ids, Finding};
+use crate::devicecode::model::capability;
+use crate::devicecode::DeviceCode;
+use crate::finding::{CheckId, Finding, Subject};
 use crate::linkage::{Resolution, SearchInput};
 
 /// RUNPATH/RPATH checks: stubs, driver folder, build folder, empty entries,
@@ -19,7 +20,7 @@ pub fn runpath(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Fin
     }
     if d.static_cudart {
         out.push(Finding::new(
-            ids::CUDART_STATIC,
+            CheckId::CudartStatic,
             path,
             "links the CUDA runtime statically; it dlopens libcuda.so.1 at run time",
         ));
@@ -27,11 +28,11 @@ pub fn runpath(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Fin
     if let (Some(rpath), None) = (&d.rpath, &d.runpath) {
         out.push(
             Finding::new(
-                ids::RPATH_INSTEAD_OF_RUNPATH,
+                CheckId::RpathInsteadOfRunpath,
                 path,
                 format!("has DT_RPATH '{rpath}' and no DT_RUNPATH"),
             )
-            .with("entry", rpath.as_str()),
+            .about(Subject::Entry(rpath.clone())),
         );
     }
     let search = d.search_path();
@@ -47,14 +48,14 @@ pub fn runpath(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Fin
                 .collect();
             out.push(
                 Finding::new(
-                    ids::EMPTY_RUNPATH_ENTRY,
+                    CheckId::EmptyRunpathEntry,
                     path,
                     format!(
                         "{tag} '{s}' has an empty entry (position {}): the loader searches the current directory",
                         positions.join(", ")
                     ),
                 )
-                .with("entry", s),
+                .about(Subject::Entry(s.to_string())),
             );
         }
     }
@@ -62,11 +63,11 @@ pub fn runpath(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Fin
         if is_stubs_folder(e) {
             out.push(
                 Finding::new(
-                    ids::LIBCUDA_STUB_IN_RUNPATH,
+                    CheckId::LibcudaStubInRunpath,
                     path,
                     format!("{tag} entry {e} is a CUDA stubs folder"),
                 )
-                .with("entry", *e),
+                .about(Subject::Entry(e.to_string())),
             );
         }
         if let Some(prefix) =
@@ -74,11 +75,11 @@ pub fn runpath(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Fin
         {
             out.push(
                 Finding::new(
-                    ids::TMPDIR_IN_RUNPATH,
+                    CheckId::TmpdirInRunpath,
                     path,
                     format!("{tag} entry {e} is inside the build folder {prefix}"),
                 )
-                .with("entry", *e),
+                .about(Subject::Entry(e.to_string())),
             );
         }
     }
@@ -92,11 +93,11 @@ pub fn runpath(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Fin
             };
             out.push(
                 Finding::new(
-                    ids::MISSING_DRIVER_RUNPATH,
+                    CheckId::MissingDriverRunpath,
                     path,
                     format!("{why}, but {driver} is not on its {tag}"),
                 )
-                .with("entry", driver),
+                .about(Subject::Entry(driver.to_string())),
             );
         }
     }
@@ -138,18 +139,18 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
                 if list.is_empty() { "nothing to search".to_string() } else { list.join(":") };
             out.push(
                 Finding::new(
-                    ids::UNRESOLVED_NEEDED,
+                    CheckId::UnresolvedNeeded,
                     path,
                     format!("NEEDED {name} is found nowhere (searched {searched})"),
                 )
-                .with("library", name.as_str()),
+                .about(Subject::Library(name.clone())),
             );
         }
     }
 }
 
 /// Capability coverage of the device code against the requested list.
-pub fn capabilities(path: &Path, dev: &DeviceFacts, policy: &Policy, out: &mut Vec<Finding>) {
+pub fn capabilities(path: &Path, dev: &DeviceCode, policy: &Policy, out: &mut Vec<Finding>) {
     let Some(req) = &policy.requested else { return };
     if !dev.has_code() {
         return;
@@ -176,7 +177,7 @@ pub fn capabilities(path: &Path, dev: &DeviceFacts, policy: &Policy, out: &mut V
         match coverage(&codes, *cap) {
             Runs::No => out.push(
                 Finding::new(
-                    ids::NO_CODE_FOR_CAPABILITY,
+                    CheckId::NoCodeForCapability,
                     path,
                     format!(
                         "nothing runs on capability {cap}: the file has {} and {}",
@@ -184,18 +185,18 @@ pub fn capabilities(path: &Path, dev: &DeviceFacts, policy: &Policy, out: &mut V
                         have(CodeKind::Ptx)
                     ),
                 )
-                .with("capability", cap.to_string()),
+                .about(Subject::Capability(cap.to_string())),
             ),
             Runs::Jit => out.push(
                 Finding::new(
-                    ids::PTX_ONLY_CAPABILITY,
+                    CheckId::PtxOnlyCapability,
                     path,
                     format!(
                         "capability {cap} runs only through the PTX JIT (the file has {})",
                         have(CodeKind::Ptx)
                     ),
                 )
-                .with("capability", cap.to_string()),
+                .about(Subject::Capability(cap.to_string())),
             ),
             Runs::Native => {}
         }
@@ -224,30 +225,34 @@ pub fn capabilities(path: &Path, dev: &DeviceFacts, policy: &Policy, out: &mut V
         if !ok {
             out.push(
                 Finding::new(
-                    ids::MISSING_FORWARD_COMPAT_PTX,
+                    CheckId::MissingForwardCompatPtx,
                     path,
                     format!(
                         "forward compatibility needs PTX for capability {cap} or lower, to JIT on newer GPUs; the file has {}",
                         have(CodeKind::Ptx)
                     ),
                 )
-                .with("capability", cap.to_string()),
+                .about(Subject::Capability(cap.to_string())),
             );
         }
     }
-    for a in dev
-        .sass
-        .iter()
-        .map(|a| (CodeKind::Sass, a))
-        .chain(dev.ptx.iter().map(|a| (CodeKind::Ptx, a)))
+    // Family code (`sm_100f`) serves its base capability natively: asking
+    // for 10.0 asks for it too (nvcc's `-arch=sm_100f` is how one builds
+    // once for 10.0 and 10.3).
+    let asked = |list: &[Capability], cap: Capability| {
+        list.contains(&cap) || (cap.variant == Variant::Family && list.contains(&cap.device()))
+    };
+    let (sass, ptx) = (dev.sass(), dev.ptx());
+    for a in sass.iter().map(|a| (CodeKind::Sass, a)).chain(ptx.iter().map(|a| (CodeKind::Ptx, a)))
     {
         let Some(cap) = capability(*a.1) else { continue };
+        let last = req.capabilities.last().copied();
         let requested = match a.0 {
-            CodeKind::Sass => req.capabilities.contains(&cap),
+            CodeKind::Sass => asked(&req.capabilities, cap),
             CodeKind::Ptx => {
-                req.ptx.contains(&cap)
-                    || (policy.forward_compat && req.capabilities.last() == Some(&cap))
-                    || req.capabilities.contains(&cap)
+                asked(&req.ptx, cap)
+                    || (policy.forward_compat && last.is_some_and(|l| asked(&[l], cap)))
+                    || asked(&req.capabilities, cap)
             }
         };
         if !requested {
@@ -258,11 +263,11 @@ pub fn capabilities(path: &Path, dev: &DeviceFacts, policy: &Policy, out: &mut V
             let list: Vec<String> = req.capabilities.iter().map(|c| c.to_string()).collect();
             out.push(
                 Finding::new(
-                    ids::UNREQUESTED_ARCH,
+                    CheckId::UnrequestedArch,
                     path,
                     format!("{kind} {name} was not requested (requested: {})", list.join(" ")),
                 )
-                .with("arch", name),
+                .about(Subject::Arch(name)),
             );
         }
     }
@@ -287,26 +292,215 @@ pub fn mixed_cudart(files: &[(PathBuf, Option<u32>)], out: &mut Vec<Finding>) {
             .unwrap_or_default();
         out.push(
             Finding::new(
-                ids::MIXED_CUDART_VERSIONS,
+                CheckId::MixedCudartVersions,
                 path,
                 format!(
                     "links libcudart.so.{major}; the tree also links major {} (e.g. {example})",
                     others.join(", ")
                 ),
             )
-            .with("library", format!("libcudart.so.{major}")),
+            .about(Subject::Library(format!("libcudart.so.{major}"))),
         );
     }
 }
 
 #[cfg(test)]
 mod tests {
+    //! Every check over made-up facts, one table per concern: no compiler,
+    //! no file (issue 14). The end-to-end tests (tests/audit.rs) run the same
+    //! checks on real builds.
     use super::*;
+    use crate::capabilities::parse_list;
+    use crate::devicecode::{Ptx, Sass};
+    use crate::fatbin::{Arch, Variant};
 
     #[test]
     fn stubs_folders() {
         assert!(is_stubs_folder("/nix/store/x-cuda_cudart-12.8/lib/stubs"));
         assert!(is_stubs_folder("/usr/local/cuda/lib64/stubs/"));
         assert!(!is_stubs_folder("/nix/store/x/lib"));
+    }
+
+    fn policy(caps: Option<&str>, forward_compat: bool) -> Policy {
+        Policy {
+            requested: caps.map(|c| parse_list(c).unwrap()),
+            forward_compat,
+            driver_lib: "/run/opengl-driver/lib".into(),
+            build_dirs: vec!["/build".into(), "/tmp/nix-build-x".into()],
+            store_dir: "/nix/store".into(),
+            system_lib_dirs: false,
+            resolver: Default::default(),
+        }
+    }
+
+    fn program(runpath: Option<&str>, rpath: Option<&str>, needed: &[&str]) -> DynamicFacts {
+        DynamicFacts {
+            kind: "executable",
+            is64: true,
+            machine: 62,
+            dynamic: true,
+            runpath: runpath.map(str::to_string),
+            rpath: rpath.map(str::to_string),
+            needed: needed.iter().map(|n| n.to_string()).collect(),
+            ..DynamicFacts::default()
+        }
+    }
+
+    fn ids(findings: &[Finding]) -> Vec<&'static str> {
+        let mut v: Vec<&str> = findings.iter().map(|f| f.check.id()).collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn runpath_checks_over_made_up_files() {
+        const DRIVER: &str = "/run/opengl-driver/lib";
+        let cudart = DynamicFacts { static_cudart: true, ..program(Some(DRIVER), None, &[]) };
+        let cases: Vec<(&str, DynamicFacts, Vec<&str>)> = vec![
+            ("clean", program(Some(DRIVER), None, &["libcuda.so.1"]), vec![]),
+            ("no libcuda needed", program(None, None, &["libc.so.6"]), vec![]),
+            (
+                "driver missing",
+                program(Some("/nix/store/x/lib"), None, &["libcuda.so.1"]),
+                vec!["missing-driver-runpath"],
+            ),
+            (
+                "stubs",
+                program(Some("/x/lib/stubs:/run/opengl-driver/lib/"), None, &["libcuda.so"]),
+                vec!["libcuda-stub-in-runpath"],
+            ),
+            ("build folder", program(Some("/build/src/lib"), None, &[]), vec!["tmpdir-in-runpath"]),
+            ("TMPDIR", program(Some("/tmp/nix-build-x/o"), None, &[]), vec!["tmpdir-in-runpath"]),
+            ("prefix only", program(Some("/buildx/lib"), None, &[]), vec![]),
+            ("empty entry", program(Some("/a::/b"), None, &[]), vec!["empty-runpath-entry"]),
+            ("rpath", program(None, Some("/a"), &[]), vec!["rpath-instead-of-runpath"]),
+            ("both tags", program(Some("/a"), Some("/a"), &[]), vec![]),
+            ("static cudart", cudart, vec!["cudart-static"]),
+            (
+                "static cudart, no driver",
+                DynamicFacts { static_cudart: true, ..program(None, None, &[]) },
+                vec!["cudart-static", "missing-driver-runpath"],
+            ),
+            (
+                "not dynamic",
+                DynamicFacts { dynamic: false, ..program(Some("/a::"), None, &[]) },
+                vec![],
+            ),
+        ];
+        let p = policy(None, true);
+        for (name, facts, want) in cases {
+            let mut out = Vec::new();
+            runpath(Path::new("/x"), &facts, &p, &mut out);
+            assert_eq!(ids(&out), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn needed_checks_over_made_up_files() {
+        let p = policy(None, true);
+        let cases: Vec<(&str, DynamicFacts, Vec<&str>)> = vec![
+            (
+                "missing",
+                program(Some("/nonexistent-issue14"), None, &["libnowhere-issue14.so"]),
+                vec!["unresolved-needed"],
+            ),
+            (
+                "glibc and driver are provided",
+                program(None, None, &["libc.so.6", "libcuda.so.1"]),
+                vec![],
+            ),
+            (
+                "relocatable objects need nothing yet",
+                DynamicFacts { kind: "relocatable", ..program(None, None, &["libnowhere.so"]) },
+                vec![],
+            ),
+        ];
+        for (name, facts, want) in cases {
+            let mut out = Vec::new();
+            needed(Path::new("/nix/store/x-issue14/lib/a.so"), &facts, &p, &mut out);
+            assert_eq!(ids(&out), want, "{name}");
+            if let Some(f) = out.first() {
+                assert_eq!(
+                    f.subject,
+                    crate::finding::Subject::Library("libnowhere-issue14.so".into())
+                );
+            }
+        }
+    }
+
+    fn arch(sm: u32, variant: Variant) -> Arch {
+        Arch { sm, variant }
+    }
+
+    /// Made-up device code: SASS and PTX states per architecture.
+    fn code(sass: &[(Arch, Sass)], ptx: &[(Arch, Ptx)]) -> DeviceCode {
+        let mut c = DeviceCode::default();
+        for (a, s) in sass {
+            c.cubins += 1;
+            c.note_sass(*a, *s);
+        }
+        for (a, p) in ptx {
+            c.ptx_files += 1;
+            c.note_ptx(*a, *p);
+        }
+        c
+    }
+
+    #[test]
+    fn capability_checks_over_made_up_code() {
+        use Variant::{Arch as A, Base as B, Family as F};
+        let k = Sass::Kernels;
+        let e = Ptx::Entries;
+        #[rustfmt::skip]
+        let cases: Vec<(&str, DeviceCode, &str, bool, Vec<&str>)> = vec![
+            ("exact SASS", code(&[(arch(86, B), k)], &[]), "8.6", false, vec![]),
+            ("SASS runs on a higher minor", code(&[(arch(80, B), k)], &[]), "8.6", false, vec!["unrequested-arch"]),
+            ("another major", code(&[(arch(80, B), k)], &[]), "9.0", false, vec!["no-code-for-capability", "unrequested-arch"]),
+            ("PTX JIT", code(&[], &[(arch(80, B), e)]), "8.0;9.0", false, vec!["ptx-only-capability", "ptx-only-capability"]),
+            ("forward compat met", code(&[(arch(90, B), k)], &[(arch(90, B), e)]), "9.0", true, vec![]),
+            ("forward compat by lower PTX", code(&[(arch(86, B), k), (arch(90, B), k)], &[(arch(86, B), e)]), "8.6;9.0", true, vec![]),
+            ("forward compat missing", code(&[(arch(90, B), k)], &[]), "9.0", true, vec!["missing-forward-compat-ptx"]),
+            ("+PTX missing", code(&[(arch(86, B), k)], &[]), "8.6+PTX", false, vec!["missing-forward-compat-ptx"]),
+            ("a only on its own", code(&[(arch(90, A), k)], &[]), "9.0a", false, vec![]),
+            ("a not on the next", code(&[(arch(90, A), k)], &[]), "10.0", false, vec!["no-code-for-capability", "unrequested-arch"]),
+            ("f serves its base", code(&[(arch(100, F), k)], &[(arch(100, F), e)]), "10.0", false, vec![]),
+            ("f serves its family", code(&[(arch(100, F), k)], &[]), "10.3", false, vec!["unrequested-arch"]),
+            ("f not another family", code(&[(arch(100, F), k)], &[]), "12.0", false, vec!["no-code-for-capability", "unrequested-arch"]),
+            ("link stubs are no code", code(&[(arch(75, B), Sass::LinkStub)], &[]), "7.5", false, vec![]),
+            ("entry-less PTX is no code", code(&[(arch(80, B), Sass::LinkStub)], &[(arch(80, B), Ptx::NoEntries)]), "8.0;8.6;9.0", true, vec![]),
+            ("stubs beside kernels", code(&[(arch(75, B), Sass::LinkStub), (arch(86, B), k)], &[]), "7.5", false, vec!["no-code-for-capability", "unrequested-arch"]),
+            ("unknown counts as code", code(&[(arch(86, B), Sass::Unknown)], &[]), "8.6", false, vec![]),
+        ];
+        for (name, dev, caps, fwd, want) in cases {
+            let mut out = Vec::new();
+            capabilities(Path::new("/x"), &dev, &policy(Some(caps), fwd), &mut out);
+            assert_eq!(ids(&out), want, "{name}");
+        }
+        // No list, no capability checks.
+        let mut out = Vec::new();
+        capabilities(
+            Path::new("/x"),
+            &code(&[(arch(80, B), k)], &[]),
+            &policy(None, true),
+            &mut out,
+        );
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn mixed_cudart_over_made_up_trees() {
+        let p = |s: &str| PathBuf::from(s);
+        type Tree = Vec<(PathBuf, Option<u32>)>;
+        let cases: Vec<(&str, Tree, usize)> = vec![
+            ("one major", vec![(p("/a"), Some(12)), (p("/b"), Some(12)), (p("/c"), None)], 0),
+            ("two majors", vec![(p("/a"), Some(12)), (p("/b"), Some(13)), (p("/c"), None)], 2),
+            ("none", vec![(p("/a"), None)], 0),
+        ];
+        for (name, files, n) in cases {
+            let mut out = Vec::new();
+            mixed_cudart(&files, &mut out);
+            assert_eq!(out.len(), n, "{name}");
+            assert!(out.iter().all(|f| f.check == CheckId::MixedCudartVersions), "{name}");
+        }
     }
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::elf::{
     cstr, Elf, ElfError, DF_1_PIE, DT_FLAGS_1, DT_NEEDED, DT_RPATH, DT_RUNPATH, DT_SONAME, ET_DYN,
-    ET_EXEC, ET_REL, PT_INTERP,
+    ET_EXEC, ET_REL, PT_DYNAMIC, PT_INTERP,
 };
 
 /// The loader-relevant facts of one ELF file.
@@ -90,11 +90,15 @@ pub fn facts(data: &[u8], release: &(dyn Fn(&[u8]) + Sync)) -> Result<DynamicFac
         machine: elf.machine,
         ..DynamicFacts::default()
     };
-    if let Some(ph) = elf.phdr(PT_INTERP) {
+    // A split debug file (`objcopy --only-keep-debug`) keeps PT_DYNAMIC with
+    // no bytes in the file (p_filesz 0, .dynamic NOBITS): nothing to load,
+    // so no loader facts, and no damage either (the stripped file has them).
+    let split_debug = elf.phdr(PT_DYNAMIC).is_some_and(|p| p.filesz == 0);
+    if let Some(ph) = elf.phdr(PT_INTERP).filter(|_| !split_debug) {
         let bytes = elf.slice(ph.offset, ph.filesz, "PT_INTERP")?;
         f.interpreter = Some(String::from_utf8_lossy(cstr(bytes).unwrap_or(bytes)).into_owned());
     }
-    if let Some(dynamic) = elf.dynamic()? {
+    if let Some(dynamic) = if split_debug { None } else { elf.dynamic()? } {
         if !dynamic.entries.is_empty() {
             f.dynamic = true;
             let strtab = elf.dynstr(&dynamic)?;

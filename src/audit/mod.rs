@@ -4,11 +4,13 @@
 //! in [`checks`]. Files are examined in parallel; results are sorted.
 //!
 //! Reading is bounded: the file is memory-mapped, headers are parsed, and
-//! only one cubin per architecture is decompressed (see [`device`]).
+//! per architecture as few payloads as settle it are decompressed; the
+//! device code is the one model of [`crate::devicecode`], containers outside
+//! the fatbin sections included.
 
 pub mod checks;
-pub mod device;
 pub mod dynamic;
+pub mod policy;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -16,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::capabilities::Request;
+use crate::devicecode::{self, Depth, DeviceCode};
 use crate::finding::Finding;
 use crate::hostelf::{self, Object};
 use crate::walk;
@@ -52,7 +55,7 @@ pub struct FileFacts {
     pub size: u64,
     /// Device code, when the file has any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub device: Option<device::DeviceFacts>,
+    pub device: Option<DeviceCode>,
     /// Loader facts, for host ELF files.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dynamic: Option<dynamic::DynamicFacts>,
@@ -69,10 +72,12 @@ fn ser_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
 /// object at all, or why it could not be examined.
 pub type FileOutcome = Result<Option<(FileFacts, Vec<Finding>)>, String>;
 
-/// Whether the first bytes say the file is something we examine.
+/// Whether the first bytes say the file is something we examine: an ELF
+/// file (host or cubin), an archive (regular or thin), a raw fatbin.
 pub fn interesting(head: &[u8]) -> bool {
     head.starts_with(b"\x7fELF")
         || head.starts_with(b"!<arch>\n")
+        || head.starts_with(b"!<thin>\n")
         || head.starts_with(&crate::fatbin::header::CONTAINER_MAGIC.to_le_bytes())
 }
 
@@ -120,20 +125,17 @@ pub fn audit_file(
         || {
             let object = hostelf::parse_with(&data, &mut |p| data.release(p))
                 .map_err(|e| format!("{}: {e}", shown.display()))?;
-            let dev = device::facts(&object, &release);
-            let damage: Vec<String> = match &object {
-                Object::Elf(elf) => elf.errors.iter().map(|e| e.to_string()).collect(),
-                _ => Vec::new(),
-            };
-            Ok::<_, String>((object.format(), matches!(object, Object::Elf(_)), dev, damage))
+            let read = devicecode::read(&data, &object, Some(path), Depth::PerArch, true, &release);
+            Ok::<_, String>((object.format(), matches!(object, Object::Elf(_)), read))
         },
         || is_elf.then(|| dynamic::facts(&data, &release)),
     );
-    let (format, host_elf, dev, damage) = parsed?;
+    let (format, host_elf, read) = parsed?;
     facts.format = format;
-    let has_device = dev.cubins + dev.ptx_files > 0 || !dev.lto_ir.is_empty();
+    let dev = read.code;
+    facts.damage = read.damage;
+    let has_device = !dev.is_empty();
     if host_elf {
-        facts.damage.extend(damage);
         match dynamic {
             Some(Ok(mut d)) => {
                 d.static_cudart &= has_device;

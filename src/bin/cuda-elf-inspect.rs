@@ -15,47 +15,19 @@
 //!   `--headers-only`).
 
 use std::ffi::OsString;
-use std::io::{self, BufRead, IsTerminal, Write};
-use std::os::unix::ffi::OsStrExt;
+use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use nix_cuda_hooks::audit::{self, Policy};
+use nix_cuda_hooks::audit::{self, policy};
 use nix_cuda_hooks::baseline::Baseline;
 use nix_cuda_hooks::buildenv::BuildEnv;
-use nix_cuda_hooks::capabilities::{self, CudaVersion};
-use nix_cuda_hooks::cli::{self, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK};
+use nix_cuda_hooks::cli::{self, EXIT_FAILURE, EXIT_OK};
 use nix_cuda_hooks::fatbin::listing::{self, ListOptions};
-use nix_cuda_hooks::finding::Severity;
-use nix_cuda_hooks::inspect::{self, FileReport};
-use nix_cuda_hooks::log::{Level, Logger, Msg};
-use nix_cuda_hooks::report::{self, Report};
-use nix_cuda_hooks::walk;
-
-/// Report format of the audit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum Format {
-    /// Grouped per file, for people (colour on a terminal).
-    Text,
-    /// One JSON document (schema in docs/cuda-elf-inspect.md).
-    Json,
-    /// SARIF 2.1.0, for code-scanning services.
-    Sarif,
-    /// GitHub Actions workflow commands (annotations).
-    Github,
-}
-
-/// When to colour text output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum Color {
-    /// On a terminal, unless NO_COLOR is set.
-    Auto,
-    /// Always.
-    Always,
-    /// Never.
-    Never,
-}
+use nix_cuda_hooks::inspect;
+use nix_cuda_hooks::log::{Logger, Msg};
+use nix_cuda_hooks::report::{self, Color, Format, Report};
 
 /// Audit the GPU code, NEEDED libraries and RUNPATHs of built files, or list
 /// their device code like cuobjdump.
@@ -151,113 +123,55 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(args: Args, prog: &str) -> anyhow::Result<u8> {
+    let text_only = |what: &str| {
+        bail!("--format {} does not apply to {what}: use text or json", args.format.name())
+    };
     if args.list_elf || args.list_ptx {
         if args.format != Format::Text {
-            anyhow::bail!(
-                "--format applies to the audit and --summary; --list-elf/--list-ptx print cuobjdump's text"
-            );
+            bail!("--format applies to the audit and --summary; --list-elf/--list-ptx print cuobjdump's text");
         }
         return list(&args, prog);
     }
     if args.summary {
+        if !matches!(args.format, Format::Text | Format::Json) {
+            return text_only("--summary");
+        }
         return summary(&args);
     }
     run_audit(&args)
 }
 
-/// Paths from the command line, with `-` replaced by stdin's lines.
-fn expand_paths(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for p in paths {
-        if p.as_os_str() == "-" {
-            for line in io::stdin().lock().split(b'\n') {
-                let line = line.context("reading the path list from stdin")?;
-                let line = line.strip_suffix(b"\r").unwrap_or(&line);
-                if !line.is_empty() {
-                    out.push(PathBuf::from(std::ffi::OsStr::from_bytes(line)));
-                }
-            }
-        } else {
-            out.push(p.clone());
-        }
-    }
-    Ok(out)
-}
-
-/// The audit policy from flags, then the build's attributes, then the
-/// environment variables other build systems use.
-fn policy(args: &Args, env: &BuildEnv) -> anyhow::Result<Policy> {
-    let text = |name: &str| {
-        env.attr(name).map(|v| v.to_string_lossy().into_owned()).filter(|v| !v.trim().is_empty())
-    };
-    let list = args
-        .cuda_capabilities
-        .clone()
-        .or_else(|| text("cudaCapabilities"))
-        .or_else(|| text("CUDAARCHS"))
-        .or_else(|| text("TORCH_CUDA_ARCH_LIST"));
-    let cuda = match &args.cuda_version {
-        Some(v) => Some(
-            CudaVersion::parse(v).with_context(|| format!("--cuda-version {v}: expected X.Y"))?,
-        ),
-        None => None,
-    };
-    let requested = match list {
-        Some(l) if !l.trim().is_empty() => {
-            let req = capabilities::parse_list(&l)?;
-            capabilities::validate_versions(&req.capabilities, cuda)?;
-            Some(req)
-        }
-        _ => None,
-    };
-    let forward_compat = if args.no_forward_compat {
-        false
-    } else if args.forward_compat {
-        true
-    } else {
-        env.attr("cudaForwardCompat")
-            .map(|v| !v.is_empty() && v != "0" && v != "false")
-            .unwrap_or(true)
-    };
-    let mut build_dirs = vec!["/build".to_string()];
-    for var in ["TMPDIR", "NIX_BUILD_TOP"] {
-        if let Some(v) = env.var(var).map(|v| v.to_string_lossy().trim_end_matches('/').to_string())
-        {
-            // Outside a build TMPDIR is usually /tmp: still no place for a RUNPATH.
-            if !v.is_empty() && !build_dirs.contains(&v) {
-                build_dirs.push(v);
-            }
-        }
-    }
-    Ok(Policy {
-        requested,
-        forward_compat,
-        driver_lib: format!("{}/lib", args.driver_link.trim_end_matches('/')),
-        build_dirs,
-        store_dir: PathBuf::from(env.store_dir()),
-        system_lib_dirs: args.system_lib_dirs,
-        resolver: Default::default(),
-    })
+/// The paths given, `-` expanded from stdin.
+fn paths(args: &Args) -> anyhow::Result<Vec<PathBuf>> {
+    cli::expand_paths(&args.paths, io::stdin().lock()).context("reading the path list from stdin")
 }
 
 fn run_audit(args: &Args) -> anyhow::Result<u8> {
     let env = BuildEnv::from_env()?;
     let log = Logger::from_env("cudaElfInspect").with_stderr_verbosity(args.verbose);
-    let policy = policy(args, &env)?;
+    let flags = policy::Flags {
+        cuda_capabilities: args.cuda_capabilities.clone(),
+        forward_compat: match (args.forward_compat, args.no_forward_compat) {
+            (_, true) => Some(false),
+            (true, _) => Some(true),
+            _ => None,
+        },
+        cuda_version: args.cuda_version.clone(),
+        driver_link: args.driver_link.clone(),
+        system_lib_dirs: args.system_lib_dirs,
+    };
+    let policy = policy::from_flags(&flags, &env)?;
     let paths = if args.paths.is_empty() {
         let outputs =
             env.outputs().context("no paths given and no build outputs found (try --help)")?;
-        let mut paths = Vec::new();
-        for o in outputs {
-            if o.path.exists() {
-                paths.push(o.path);
-            } else {
-                log.warn(&Msg::new("skipping non-existent output ").p(&o.path));
-            }
+        let (present, missing): (Vec<_>, Vec<_>) =
+            outputs.into_iter().partition(|o| o.path.exists());
+        for o in missing {
+            log.warn(&Msg::new("skipping non-existent output ").p(&o.path));
         }
-        paths
+        present.into_iter().map(|o| o.path).collect()
     } else {
-        expand_paths(&args.paths)?
+        paths(args)?
     };
     let result = audit::audit_paths(&paths, &policy);
     if let Some(path) = &args.write_baseline {
@@ -275,92 +189,16 @@ fn run_audit(args: &Args) -> anyhow::Result<u8> {
     };
     let report = Report::new(result.files, findings, result.failures, known);
     if log.in_build() {
-        log_report(&log, &report);
+        report::buildlog::write(&log, &report);
     }
-    let mut out = io::stdout().lock();
-    match args.format {
-        Format::Json => report::json(&mut out, &report)?,
-        Format::Sarif => report::sarif::write(&mut out, &report)?,
-        Format::Github => report::github::write(&mut out, &report)?,
-        Format::Text if log.in_build() => {}
-        Format::Text => {
-            let color = match args.color {
-                Color::Always => true,
-                Color::Never => false,
-                Color::Auto => io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-            };
-            write_files(&mut out, &report)?;
-            report::text::write(&mut out, &report, color)?;
-        }
+    // Inside a build the log lines are the text report.
+    if !(log.in_build() && args.format == Format::Text) {
+        let color = args.color.enabled(io::stdout().is_terminal());
+        let mut out = io::stdout().lock();
+        report::write(&mut out, &report, args.format, color)?;
+        out.flush()?;
     }
-    out.flush()?;
-    Ok(if report.summary.failures > 0 {
-        EXIT_FAILURE
-    } else if report.summary.errors > 0 {
-        EXIT_FINDINGS
-    } else {
-        EXIT_OK
-    })
-}
-
-/// A headed section, one line per file with device code: what it carries.
-fn write_files(out: &mut dyn Write, report: &Report<audit::FileFacts>) -> io::Result<()> {
-    if report.files.iter().any(|f| f.device.is_some()) {
-        writeln!(out, "device code:")?;
-    }
-    let names = |set: &std::collections::BTreeSet<nix_cuda_hooks::fatbin::Arch>| {
-        set.iter().map(|a| a.name()).collect::<Vec<_>>().join(" ")
-    };
-    for f in &report.files {
-        let Some(d) = &f.device else { continue };
-        let mut parts = Vec::new();
-        if !d.sass.is_empty() {
-            parts.push(format!("SASS {}", names(&d.sass)));
-        }
-        if !d.ptx.is_empty() {
-            parts.push(format!("PTX {}", names(&d.ptx)));
-        }
-        if !d.link_stub_only.is_empty() {
-            parts.push(format!("link stubs only {}", names(&d.link_stub_only)));
-        }
-        if !d.lto_ir.is_empty() {
-            parts.push(format!("LTO-IR {}", names(&d.lto_ir)));
-        }
-        writeln!(out, "  {}: {}", report::sanitize(&f.path.to_string_lossy()), parts.join("; "))?;
-    }
-    if report.files.iter().any(|f| f.device.is_some()) {
-        writeln!(out)?;
-    }
-    Ok(())
-}
-
-/// Inside a build: each finding as a setup.sh log line, then a summary.
-fn log_report(log: &Logger, report: &Report<audit::FileFacts>) {
-    for f in &report.findings {
-        let level = match f.severity {
-            Severity::Error => Level::Error,
-            Severity::Warning => Level::Warn,
-            Severity::Info => Level::Info,
-        };
-        log.log(level, &Msg::new("").p(&f.path).s(": [").s(&f.check).s("] ").s(&f.message));
-    }
-    for failure in &report.failures {
-        log.error(&Msg::new("cannot examine ").s(failure));
-    }
-    let s = &report.summary;
-    let level = if s.errors + s.failures > 0 { Level::Error } else { Level::Info };
-    log.log(
-        level,
-        &Msg::new("found ")
-            .d(s.errors)
-            .s(" errors, ")
-            .d(s.warnings)
-            .s(" warnings and ")
-            .d(s.infos)
-            .s(" infos in ")
-            .d(s.files)
-            .s(" files"),
-    );
+    Ok(report.exit_status())
 }
 
 /// `--summary`: the reader's full per-file report.
@@ -369,73 +207,28 @@ fn summary(args: &Args) -> anyhow::Result<u8> {
         bail!("no paths given (try --help)");
     }
     let options = inspect::Options { deep: !args.headers_only, scan: args.scan };
-    let mut reports: Vec<FileReport> = Vec::new();
-    let mut status = EXIT_OK;
-    for path in &args.paths {
-        // A path that cannot be read is reported like a damaged file (and
-        // makes the status 2); the other paths are still inspected.
-        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
-            let walked = walk::walk(path, &walk::Options::default(), |p, kind| {
-                if !kind.file_type.is_file() {
-                    return None;
-                }
-                let r = inspect::inspect_path(p, options);
-                (r.device_code || !r.errors.is_empty() && r.format != "other").then_some(r)
-            });
-            for e in &walked.errors {
-                eprintln!("cuda-elf-inspect: {e}");
-                status = EXIT_FAILURE;
-            }
-            reports.extend(walked.items.into_iter().map(|(_, r)| r));
-        } else {
-            reports.push(inspect::inspect_path(path, options));
-        }
-    }
-    for r in &reports {
-        if r.format == "error" {
-            status = EXIT_FAILURE;
-        } else if !r.errors.is_empty() && status == EXIT_OK {
-            status = EXIT_FINDINGS;
-        }
+    let (reports, errors) = inspect::inspect_paths(&paths(args)?, options);
+    for e in &errors {
+        eprintln!("cuda-elf-inspect: {e}");
     }
     if args.format == Format::Json {
-        cli::print_json(&serde_json::json!({
-            "version": 1,
-            "files": reports,
-        }))?;
+        cli::print_json(&serde_json::json!({ "version": 1, "files": reports }))?;
     } else {
         let mut out = io::stdout().lock();
         for r in &reports {
-            inspect::write_text(&mut out, r)?;
+            report::summary::write(&mut out, r)?;
         }
         out.flush()?;
     }
-    Ok(status)
+    Ok(inspect::exit_status(&reports, errors.len()))
 }
 
-/// The cuobjdump-compatible listing. Several paths are listed one after the
-/// other as separate cuobjdump runs would (counters restart per file); the
-/// status is 1 if any run would fail, else 255 if any had no device code.
+/// The cuobjdump-compatible listing (messages name the program as called).
 fn list(args: &Args, prog: &str) -> anyhow::Result<u8> {
     let cwd = std::env::current_dir().context("current folder")?;
     let options = ListOptions { elf: args.list_elf, ptx: args.list_ptx, all: args.all_fatbin };
     let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
-    let mut status = 0u8;
-    for path in &args.paths {
-        let outcome = listing::list_path(&mut out, path, &cwd, options)?;
-        out.flush()?;
-        let mut err = io::stderr().lock();
-        for m in &outcome.messages {
-            err.write_all(&m.line(prog))?;
-        }
-        status = match (status, outcome.status) {
-            (1, _) | (_, 1) => 1,
-            (255, _) | (_, 255) => 255,
-            _ => 0,
-        };
-    }
-    out.flush()?;
-    Ok(status)
+    Ok(listing::list_paths(&mut out, &mut io::stderr(), &args.paths, &cwd, options, prog)?)
 }
 
 #[cfg(test)]

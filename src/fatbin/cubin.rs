@@ -1,7 +1,7 @@
 //! A look inside decompressed payloads (deep mode) and bare cubin files.
 //!
 //! Cubins are ELF files with `e_machine` 190 (EM_CUDA) in one of two ABIs
-//! (`../shared/reference/fatbin.md`, "Inside a cubin"):
+//! (`docs/fatbin-format.md`, "Inside a cubin"):
 //! - old (`EI_OSABI` 0x33, ABI version 7): SM in `e_flags & 0xff`, virtual SM
 //!   in bits 16..24, `a` in bit 0x800;
 //! - new (0x41, ABI version 8; every CUDA 13 cubin): SM in bits 8..16; `a` is
@@ -16,7 +16,7 @@ use object::elf;
 use object::read::elf::{FileHeader, SectionHeader, Sym};
 use object::LittleEndian as LE;
 
-use super::Arch;
+use super::{Arch, Variant};
 
 /// EM_CUDA.
 pub const EM_CUDA: u16 = 190;
@@ -81,17 +81,20 @@ pub fn read_cubin(data: &[u8]) -> Result<CubinInfo, CubinError> {
     let os_abi = ident.os_abi.0;
     let sections = header.sections(LE, data).map_err(elf_err)?;
     let arch = if os_abi == OSABI_OLD {
-        Arch { sm: flags & 0xff, arch_specific: flags & 0x800 != 0, family_specific: false }
+        Arch {
+            sm: flags & 0xff,
+            variant: if flags & 0x800 != 0 { Variant::Arch } else { Variant::Base },
+        }
     } else {
         let compat = sections
             .section_by_name(LE, b".nv.compat")
             .and_then(|(_, s)| s.data(LE, data).ok())
             .and_then(|d| compat_attribute(d, 9))
             .is_some_and(|v| v == 1);
+        let specific = flags & 0x8 != 0 || compat;
         Arch {
             sm: (flags >> 8) & 0xff,
-            arch_specific: flags & 0x8 != 0 || compat,
-            family_specific: false,
+            variant: if specific { Variant::Arch } else { Variant::Base },
         }
     };
     let mut kernels = Vec::new();

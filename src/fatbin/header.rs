@@ -3,7 +3,7 @@
 //! Every field is an `object::endian` little-endian integer (alignment 1), so a
 //! header can be borrowed straight out of an mmap at any offset without copying
 //! and without undefined behaviour. The layouts and flag meanings are the ones
-//! measured in `../shared/reference/fatbin.md`; names follow that document.
+//! measured in `docs/fatbin-format.md`; names follow that document.
 
 use object::endian::{LittleEndian as LE, U16, U32, U64};
 use object::pod::Pod;

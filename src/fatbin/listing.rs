@@ -1,6 +1,6 @@
 //! cuobjdump's `--list-elf` / `--list-ptx` output, byte for byte.
 //!
-//! The rules (`../shared/reference/fatbin.md`, "cuobjdump's listing", checked
+//! The rules (`docs/fatbin-format.md`, "cuobjdump's listing", checked
 //! against the live cuobjdump 13.5 by `tests/cuobjdump_parity.rs`):
 //! - one line per entry, `ELF file %4d: NAME` / `PTX file %4d: NAME`, in file
 //!   order; the two counters are separate, 1-based, and run over the whole
@@ -23,7 +23,7 @@ use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::{Entry, Kind, Region};
+use super::{Entry, Kind, Region, Variant};
 use crate::hostelf::{self, Object, NV_FATBIN};
 
 /// What to list.
@@ -141,7 +141,7 @@ impl<'w> Lister<'w> {
                     let mut name = self.stem.clone();
                     name.push(b'.');
                     name.extend_from_slice(
-                        sm_name(info.arch.sm, info.arch.arch_specific, false).as_bytes(),
+                        sm_name(info.arch.sm, info.arch.variant == Variant::Arch, false).as_bytes(),
                     );
                     name.extend_from_slice(b".cubin");
                     self.line(b"ELF", self.counts.elf, &name)?;
@@ -213,11 +213,11 @@ impl<'w> Lister<'w> {
             }
             Kind::Ptx if self.options.ptx => {
                 self.counts.ptx += 1;
-                (&b"PTX"[..], &b"ptx"[..], self.counts.ptx, entry.arch.family_specific)
+                (&b"PTX"[..], &b"ptx"[..], self.counts.ptx, entry.arch.variant == Variant::Family)
             }
             _ => return Ok(()),
         };
-        let arch = sm_name(entry.arch.sm, entry.arch.arch_specific, f);
+        let arch = sm_name(entry.arch.sm, entry.arch.variant == Variant::Arch, f);
         let ident = entry.identifier.map(trim).filter(|i| !i.is_empty());
         let mut name = match ident {
             Some(ident) => stem(ident).to_vec(),
@@ -331,6 +331,35 @@ pub fn list_path(
     }
     let counts = lister.counts();
     Ok(conclude(counts, options, &display))
+}
+
+/// Lists several paths one after the other, as separate cuobjdump runs
+/// would (counters restart per file): lines to `out`, each file's messages
+/// to `err` after its lines (`prog` names the program in them). The status
+/// is 1 if any run would fail, else 255 if any had no device code, else 0.
+pub fn list_paths(
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    paths: &[std::path::PathBuf],
+    cwd: &Path,
+    options: ListOptions,
+    prog: &str,
+) -> io::Result<u8> {
+    let mut status = 0u8;
+    for path in paths {
+        let outcome = list_path(out, path, cwd, options)?;
+        out.flush()?;
+        for m in &outcome.messages {
+            err.write_all(&m.line(prog))?;
+        }
+        status = match (status, outcome.status) {
+            (1, _) | (_, 1) => 1,
+            (255, _) | (_, 255) => 255,
+            _ => 0,
+        };
+    }
+    out.flush()?;
+    Ok(status)
 }
 
 /// The closing messages and status for a listing that produced `counts`.

@@ -5,7 +5,7 @@
 //! LTO-IR, `--concat` bundles). Listing needs only the headers, which are
 //! borrowed from the caller's bytes (an mmap) without copying; decompression
 //! ([`codec`]) and the look inside cubins and PTX ([`cubin`]) happen only on
-//! request. Format facts: `../shared/reference/fatbin.md`.
+//! request. Format facts: `docs/fatbin-format.md`.
 
 pub mod codec;
 pub mod container;
@@ -94,37 +94,62 @@ impl serde::Serialize for Kind {
     }
 }
 
-/// A target architecture: SM number plus the `a`/`f` variant flags.
+/// The suffix of a target: none, `a` (architecture-specific) or `f`
+/// (family-specific). One type for fatbin entries, cubins and capabilities
+/// (`crate::capabilities` re-exports it); ordered as Nix's `compareVersions`
+/// orders the suffixes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Variant {
+    /// Plain: forward-compatible within the major version (SASS) or beyond (PTX).
+    Base,
+    /// `a`: runs only on exactly this capability.
+    Arch,
+    /// `f`: runs on this family (same major, equal or higher minor).
+    Family,
+}
+
+impl Variant {
+    /// The suffix letter as written in `9.0a`, `sm_100f`.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Variant::Base => "",
+            Variant::Arch => "a",
+            Variant::Family => "f",
+        }
+    }
+
+    /// From an entry header's flags. Both bits set does not occur (nvcc
+    /// rejects `arch=compute_100af`); `a` wins, as it is the narrower target.
+    pub fn from_flags(flags: u64) -> Variant {
+        if flags & header::FLAG_ARCH_SPECIFIC != 0 {
+            Variant::Arch
+        } else if flags & header::FLAG_FAMILY_SPECIFIC != 0 {
+            Variant::Family
+        } else {
+            Variant::Base
+        }
+    }
+}
+
+/// A target architecture: SM number plus its variant (`sm_90a`, `sm_100f`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Arch {
     /// SM number (`90` for sm_90).
     pub sm: u32,
-    /// Architecture-specific (`a`).
-    pub arch_specific: bool,
-    /// Family-specific (`f`).
-    pub family_specific: bool,
+    /// Plain, `a` or `f`.
+    pub variant: Variant,
 }
 
 impl Arch {
     /// From an entry's SM number and flags.
     pub fn from_entry(sm: u32, flags: u64) -> Arch {
-        Arch {
-            sm,
-            arch_specific: flags & header::FLAG_ARCH_SPECIFIC != 0,
-            family_specific: flags & header::FLAG_FAMILY_SPECIFIC != 0,
-        }
+        Arch { sm, variant: Variant::from_flags(flags) }
     }
 
     /// `sm_90a`, `sm_100f`: the full name.
     pub fn name(&self) -> String {
-        let mut s = format!("sm_{}", self.sm);
-        if self.arch_specific {
-            s.push('a');
-        }
-        if self.family_specific {
-            s.push('f');
-        }
-        s
+        format!("sm_{}{}", self.sm, self.variant.suffix())
     }
 }
 

@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::{Report, TOOL};
-use crate::finding::{check, Severity};
+use crate::finding::Severity;
 
 /// Annotations GitHub displays per level and step.
 pub const LIMIT_PER_LEVEL: usize = 10;
@@ -75,12 +75,12 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Resul
         }
         shown[i] += 1;
         let cmd = ["error", "warning", "notice"][i];
-        let fix = check(&f.check).map(|c| format!(" Fix: {}", c.fix)).unwrap_or_default();
+        let fix = format!(" Fix: {}", f.check.fix());
         writeln!(
             out,
             "::{cmd} file={},title={}::{}",
             escape_property(&f.path.to_string_lossy()),
-            escape_property(&f.check),
+            escape_property(f.check.id()),
             escape_data(&format!("{}{fix}", f.message))
         )?;
     }
@@ -107,14 +107,14 @@ mod tests {
         let mut findings = Vec::new();
         for i in 0..errors {
             findings.push(crate::finding::Finding::new(
-                crate::finding::ids::UNRESOLVED_NEEDED,
+                crate::finding::CheckId::UnresolvedNeeded,
                 format!("/e{i}"),
                 "m",
             ));
         }
         for i in 0..infos {
             findings.push(crate::finding::Finding::new(
-                crate::finding::ids::UNREQUESTED_ARCH,
+                crate::finding::CheckId::UnrequestedArch,
                 format!("/i{i}"),
                 "m",
             ));

@@ -4,8 +4,11 @@
 //! audit serialises), findings, and per-file failures (files the tool could
 //! not read: reported, counted, never silently dropped).
 
+pub mod buildlog;
+pub mod device;
 pub mod github;
 pub mod sarif;
+pub mod summary;
 pub mod text;
 
 use std::io::{self, Write};
@@ -13,6 +16,72 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::finding::{Finding, Severity};
+
+/// Report format of the audit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Grouped per file, for people (colour on a terminal).
+    Text,
+    /// One JSON document (schema in docs/cuda-elf-inspect.md).
+    Json,
+    /// SARIF 2.1.0, for code-scanning services.
+    Sarif,
+    /// GitHub Actions workflow commands (annotations).
+    Github,
+}
+
+impl Format {
+    /// The name as `--format` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Json => "json",
+            Format::Sarif => "sarif",
+            Format::Github => "github",
+        }
+    }
+}
+
+/// When to colour text output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Color {
+    /// On a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl Color {
+    /// Whether to colour, given whether the output is a terminal.
+    pub fn enabled(self, terminal: bool) -> bool {
+        match self {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => terminal && std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
+}
+
+/// Writes an audit report in `format` (text: the device-code section, then
+/// the findings grouped per file).
+pub fn write(
+    out: &mut dyn Write,
+    report: &Report<crate::audit::FileFacts>,
+    format: Format,
+    color: bool,
+) -> io::Result<()> {
+    match format {
+        Format::Json => json(out, report),
+        Format::Sarif => sarif::write(out, report),
+        Format::Github => github::write(out, report),
+        Format::Text => {
+            device::write(out, report)?;
+            text::write(out, report, color)
+        }
+    }
+}
 
 /// The tool name reports carry.
 pub const TOOL: &str = "cuda-elf-inspect";
@@ -55,8 +124,9 @@ impl<F: Serialize> Report<F> {
         failures: Vec<String>,
         baselined: usize,
     ) -> Self {
-        findings
-            .sort_by(|a, b| (&a.path, &a.check, &a.message).cmp(&(&b.path, &b.check, &b.message)));
+        findings.sort_by(|a, b| {
+            (&a.path, a.check.id(), &a.message).cmp(&(&b.path, b.check.id(), &b.message))
+        });
         let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
         let summary = Summary {
             files: files.len(),
@@ -67,6 +137,21 @@ impl<F: Serialize> Report<F> {
             baselined,
         };
         Report { files, findings, failures, summary }
+    }
+}
+
+impl<F: Serialize> Report<F> {
+    /// The audit's exit status: 2 when a file could not be examined, 1 for
+    /// error findings (not baselined), else 0.
+    pub fn exit_status(&self) -> u8 {
+        use crate::cli::{EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK};
+        if self.summary.failures > 0 {
+            EXIT_FAILURE
+        } else if self.summary.errors > 0 {
+            EXIT_FINDINGS
+        } else {
+            EXIT_OK
+        }
     }
 }
 

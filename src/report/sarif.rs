@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{Report, TOOL};
-use crate::finding::{check, Severity};
+use crate::finding::{CheckId, Severity};
 
 fn level(sev: Severity) -> &'static str {
     match sev {
@@ -20,18 +20,17 @@ fn level(sev: Severity) -> &'static str {
 
 /// Builds the SARIF log as a JSON value.
 pub fn to_value<F: Serialize>(report: &Report<F>) -> Value {
-    let mut rule_ids: Vec<&str> = report.findings.iter().map(|f| f.check.as_str()).collect();
-    rule_ids.sort_unstable();
+    let mut rule_ids: Vec<CheckId> = report.findings.iter().map(|f| f.check).collect();
+    rule_ids.sort_unstable_by_key(|c| c.id());
     rule_ids.dedup();
     let rules: Vec<Value> = rule_ids
         .iter()
-        .map(|id| {
-            let c = check(id);
+        .map(|c| {
             json!({
-                "id": id,
-                "shortDescription": { "text": c.map_or("", |c| c.why) },
-                "help": { "text": c.map_or("", |c| c.fix) },
-                "defaultConfiguration": { "level": level(c.map_or(Severity::Error, |c| c.severity)) },
+                "id": c.id(),
+                "shortDescription": { "text": c.why() },
+                "help": { "text": c.fix() },
+                "defaultConfiguration": { "level": level(c.severity()) },
             })
         })
         .collect();
@@ -49,8 +48,8 @@ pub fn to_value<F: Serialize>(report: &Report<F>) -> Value {
                     "physicalLocation": { "artifactLocation": { "uri": uri(&f.path.to_string_lossy()) } }
                 }],
             });
-            if !f.details.is_empty() {
-                result["properties"] = Value::Object(f.details.clone());
+            if let Some((key, value)) = f.subject.pair() {
+                result["properties"] = json!({ key: value });
             }
             result
         })

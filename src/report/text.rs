@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::{sanitize, Report};
-use crate::finding::{check, Severity};
+use crate::finding::Severity;
 
 /// Writes findings grouped by file, each with its why and fix, then a summary.
 pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool) -> io::Result<()> {
@@ -34,9 +34,9 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool)
         }
         let (on, off) = paint(f.severity);
         writeln!(out, "  {on}{}{off} [{}] {}", f.severity, f.check, sanitize(&f.message))?;
-        if let Some(c) = check(&f.check).filter(|c| explained.insert(c.id)) {
-            writeln!(out, "      why: {}", c.why)?;
-            writeln!(out, "      fix: {}", c.fix)?;
+        if explained.insert(f.check) {
+            writeln!(out, "      why: {}", f.check.why())?;
+            writeln!(out, "      fix: {}", f.check.fix())?;
         }
     }
     for failure in &report.failures {

@@ -26,6 +26,7 @@ sets=(
   "cupy|cupy-cuda12x==14.2.0|*.so"
   "cufft|nvidia-cufft-cu12==11.4.1.4|*/libcufft.so.11"
   "cublaslt|nvidia-cublas-cu12==12.9.3.13|*/libcublasLt.so.12"
+  "cudnn|nvidia-cudnn-cu12==9.28.0.42|*/libcudnn_ext.so.9"
 )
 wanted=("$@")
 ((${#wanted[@]})) || wanted=(curand12 curand13 cupy cufft)

@@ -1,0 +1,187 @@
+//! What the audit checks against, from the command line and the build's
+//! environment: the requested capabilities (flag, then `$cudaCapabilities`,
+//! `$CUDAARCHS`, `$TORCH_CUDA_ARCH_LIST`), forward compatibility (flags, then
+//! `$cudaForwardCompat`, default on as in Nixpkgs), the build folders no
+//! RUNPATH may point into, the driver folder and the store.
+
+use std::path::PathBuf;
+
+use super::Policy;
+use crate::buildenv::BuildEnv;
+use crate::capabilities::{self, CapError, CudaVersion};
+
+/// The command line's part of the policy (`None`: not given).
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    /// `--cuda-capabilities`.
+    pub cuda_capabilities: Option<String>,
+    /// `--forward-compat` (`Some(true)`) or `--no-forward-compat` (`Some(false)`).
+    pub forward_compat: Option<bool>,
+    /// `--cuda-version`.
+    pub cuda_version: Option<String>,
+    /// `--driver-link`: its `lib` folder must be on RUNPATH.
+    pub driver_link: String,
+    /// `--system-lib-dirs`.
+    pub system_lib_dirs: bool,
+}
+
+/// Why the policy cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// `--cuda-version` is not `X.Y`.
+    #[error("--cuda-version {0}: expected X.Y")]
+    CudaVersion(String),
+    /// The capability list is malformed or out of range (Nixpkgs' wording).
+    #[error(transparent)]
+    Capabilities(#[from] CapError),
+}
+
+/// The variables naming the requested capabilities, in precedence order
+/// after `--cuda-capabilities`: Nixpkgs' attribute, CMake's, PyTorch's.
+pub const CAPABILITY_VARIABLES: [&str; 3] =
+    ["cudaCapabilities", "CUDAARCHS", "TORCH_CUDA_ARCH_LIST"];
+
+/// Builds the policy: flags first, then the build's attributes, then the
+/// variables other build systems use. Blank variables count as unset.
+pub fn from_flags(flags: &Flags, env: &BuildEnv) -> Result<Policy, PolicyError> {
+    let text = |name: &str| {
+        env.attr(name).map(|v| v.to_string_lossy().into_owned()).filter(|v| !v.trim().is_empty())
+    };
+    // A blank flag means "no capability checks", not "look further".
+    let list = match &flags.cuda_capabilities {
+        Some(l) => Some(l.clone()).filter(|l| !l.trim().is_empty()),
+        None => CAPABILITY_VARIABLES.iter().find_map(|v| text(v)),
+    };
+    let cuda = match &flags.cuda_version {
+        Some(v) => Some(CudaVersion::parse(v).ok_or_else(|| PolicyError::CudaVersion(v.clone()))?),
+        None => None,
+    };
+    let requested = match list {
+        Some(l) => {
+            let req = capabilities::parse_list(&l)?;
+            capabilities::validate_versions(&req.capabilities, cuda)?;
+            Some(req)
+        }
+        None => None,
+    };
+    let forward_compat = flags.forward_compat.unwrap_or_else(|| {
+        env.attr("cudaForwardCompat").is_none_or(|v| forward_compat_value(&v.to_string_lossy()))
+    });
+    Ok(Policy {
+        requested,
+        forward_compat,
+        driver_lib: format!("{}/lib", flags.driver_link.trim_end_matches('/')),
+        build_dirs: build_dirs(env),
+        store_dir: PathBuf::from(env.store_dir()),
+        system_lib_dirs: flags.system_lib_dirs,
+        resolver: Default::default(),
+    })
+}
+
+/// `$cudaForwardCompat` as Nix passes a boolean: `1` true, empty false
+/// (also `0` and `false`, as people write them by hand).
+pub fn forward_compat_value(v: &str) -> bool {
+    !v.is_empty() && v != "0" && v != "false"
+}
+
+/// `/build`, `$TMPDIR` and `$NIX_BUILD_TOP` (trailing slashes dropped, each
+/// once). Outside a build TMPDIR is usually /tmp: still no place for a RUNPATH.
+pub fn build_dirs(env: &BuildEnv) -> Vec<String> {
+    let mut dirs = vec!["/build".to_string()];
+    for var in ["TMPDIR", "NIX_BUILD_TOP"] {
+        if let Some(v) = env.var(var).map(|v| v.to_string_lossy().trim_end_matches('/').to_string())
+        {
+            if !v.is_empty() && !dirs.contains(&v) {
+                dirs.push(v);
+            }
+        }
+    }
+    dirs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> BuildEnv {
+        BuildEnv::from_vars(vars.iter().map(|(k, v)| (k.into(), v.into())).collect()).unwrap()
+    }
+
+    fn flags() -> Flags {
+        Flags { driver_link: "/run/opengl-driver/".into(), ..Flags::default() }
+    }
+
+    fn caps(p: &Policy) -> Vec<String> {
+        p.requested
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.capabilities.iter().map(|c| c.to_string()).collect())
+    }
+
+    #[test]
+    fn capabilities_come_from_the_flag_then_the_variables_in_order() {
+        let all =
+            [("cudaCapabilities", "8.6"), ("CUDAARCHS", "90"), ("TORCH_CUDA_ARCH_LIST", "7.5")];
+        type Case<'a> = (&'a str, Option<&'a str>, &'a [(&'a str, &'a str)], Vec<&'a str>);
+        let cases: Vec<Case> = vec![
+            ("flag wins", Some("8.0"), &all, vec!["8.0"]),
+            ("Nixpkgs' attribute", None, &all, vec!["8.6"]),
+            ("CMake's", None, &all[1..], vec!["9.0"]),
+            ("PyTorch's", None, &all[2..], vec!["7.5"]),
+            ("blank flag: no checks", Some(" "), &all, vec![]),
+            (
+                "blank variable falls through",
+                None,
+                &[("cudaCapabilities", " "), ("CUDAARCHS", "90")],
+                vec!["9.0"],
+            ),
+            ("none: no capability checks", None, &[], vec![]),
+        ];
+        for (name, flag, vars, want) in cases {
+            let f = Flags { cuda_capabilities: flag.map(str::to_string), ..flags() };
+            assert_eq!(caps(&from_flags(&f, &env(vars)).unwrap()), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn forward_compat_from_flags_then_the_attribute() {
+        let cases: Vec<(Option<bool>, Option<&str>, bool)> = vec![
+            (None, None, true),
+            (None, Some("1"), true),
+            (None, Some(""), false),
+            (None, Some("0"), false),
+            (None, Some("false"), false),
+            (Some(true), Some(""), true),
+            (Some(false), Some("1"), false),
+        ];
+        for (flag, attr, want) in cases {
+            let vars: Vec<(&str, &str)> =
+                attr.map(|a| ("cudaForwardCompat", a)).into_iter().collect();
+            let f = Flags { forward_compat: flag, ..flags() };
+            assert_eq!(
+                from_flags(&f, &env(&vars)).unwrap().forward_compat,
+                want,
+                "{flag:?} {attr:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn build_folders_and_the_driver_folder() {
+        let e = env(&[("TMPDIR", "/tmp/nix-build-x/"), ("NIX_BUILD_TOP", "/tmp/nix-build-x")]);
+        let p = from_flags(&flags(), &e).unwrap();
+        assert_eq!(p.build_dirs, ["/build", "/tmp/nix-build-x"]);
+        assert_eq!(p.driver_lib, "/run/opengl-driver/lib");
+        assert_eq!(build_dirs(&env(&[("TMPDIR", "")])), ["/build"]);
+    }
+
+    #[test]
+    fn bad_lists_and_versions_are_errors() {
+        let f = Flags { cuda_version: Some("twelve".into()), ..flags() };
+        assert_eq!(
+            from_flags(&f, &env(&[])).unwrap_err().to_string(),
+            "--cuda-version twelve: expected X.Y"
+        );
+        let f = Flags { cuda_capabilities: Some("8.6;banana".into()), ..flags() };
+        assert!(from_flags(&f, &env(&[])).is_err());
+    }
+}

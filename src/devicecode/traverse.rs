@@ -1,0 +1,213 @@
+//! The one walk over a parsed file's device code: fatbin sections, archive
+//! members (a thin archive's from the files next to it), raw fatbins, bare
+//! cubins, and containers found outside the sections. `--summary`, the
+//! audit and the model all read a file through here, so they see the same
+//! code and call the same things damage (docs/cuda-elf-inspect.md, "One
+//! model of device code").
+
+use std::path::Path;
+
+use crate::fatbin::cubin::{CubinError, CubinInfo};
+use crate::fatbin::{Container, Entry, Kind, Region};
+use crate::hostelf::{self, FatbinSection, Object, ReadError};
+
+/// What the walk meets, in file order.
+#[derive(Debug)]
+pub enum Part<'e, 'a> {
+    /// A fatbin section of a host ELF file (before its region).
+    Section {
+        /// Archive member holding it.
+        member: Option<&'a [u8]>,
+        /// The section; NOBITS ones (split debug files) have size 0 and no containers.
+        section: &'e FatbinSection<'a>,
+        /// A NOBITS section: no bytes, no code, and no damage either.
+        nobits: bool,
+    },
+    /// Containers of a fatbin section or a raw fatbin.
+    Region {
+        /// Archive member holding it.
+        member: Option<&'a [u8]>,
+        /// `.nv_fatbin`, `__nv_relfatbin`, or `fatbin` for a raw fatbin.
+        section: &'static str,
+        /// The containers and their damage.
+        region: &'e Region<'a>,
+    },
+    /// A bare cubin (`nvcc -cubin`), file or member.
+    Cubin {
+        /// Archive member holding it.
+        member: Option<&'a [u8]>,
+        /// What its header says.
+        info: &'e Result<CubinInfo, CubinError>,
+    },
+    /// Damage met outside the fatbin regions (ELF structure, a member).
+    Problem {
+        /// Archive member it is about.
+        member: Option<&'a [u8]>,
+        /// Why.
+        error: &'e ReadError,
+    },
+}
+
+/// Walks `object` (a file, or one thin archive member), calling `f` for
+/// every part. Nested archives are not entered (cuobjdump does not either);
+/// thin archive members are left to [`for_each_unit`].
+pub fn visit<'e, 'a>(object: &'e Object<'a>, f: &mut dyn FnMut(Part<'e, 'a>)) {
+    visit_in(object, None, f)
+}
+
+fn visit_in<'e, 'a>(
+    object: &'e Object<'a>,
+    member: Option<&'a [u8]>,
+    f: &mut dyn FnMut(Part<'e, 'a>),
+) {
+    match object {
+        Object::Elf(elf) => {
+            for section in &elf.sections {
+                let nobits =
+                    elf.errors.iter().any(
+                        |e| matches!(e, ReadError::NoBits { section: s } if *s == section.name),
+                    ) && section.size == 0;
+                f(Part::Section { member, section, nobits });
+                f(Part::Region { member, section: section.name, region: &section.region });
+            }
+            for error in &elf.errors {
+                // A split debug file's NOBITS section is normal: the
+                // stripped file next to it holds the code. Not damage.
+                if !matches!(error, ReadError::NoBits { .. }) {
+                    f(Part::Problem { member, error });
+                }
+            }
+        }
+        Object::Archive(members) => {
+            for m in members {
+                match &m.object {
+                    Ok(Object::Archive(_)) => {}
+                    Ok(inner) => visit_in(inner, Some(m.name), f),
+                    Err(ReadError::ThinMember) => {}
+                    Err(error) => f(Part::Problem { member: Some(m.name), error }),
+                }
+            }
+        }
+        Object::Fatbin(region) => f(Part::Region { member, section: "fatbin", region }),
+        Object::Cubin(info) => f(Part::Cubin { member, info }),
+        Object::Other => {}
+    }
+}
+
+/// What [`for_each_unit`] calls: the thin member's name (none for the file
+/// itself) and the unit, or why the member could not be read.
+pub type UnitFn<'f> = dyn FnMut(Option<&[u8]>, Result<&Object<'_>, String>) + 'f;
+
+/// Calls `unit` with the file's object, then, for a thin archive, with each
+/// member read from its own file (`Err`: why it could not be read, the
+/// member's path named). `path` is the file's path; without it (bytes only)
+/// a thin archive's members are not read.
+pub fn for_each_unit(object: &Object<'_>, path: Option<&Path>, unit: &mut UnitFn<'_>) {
+    unit(None, Ok(object));
+    let (Object::Archive(members), Some(archive)) = (object, path) else { return };
+    for m in members.iter().filter(|m| m.thin) {
+        let file = hostelf::thin_member_path(archive, m.name);
+        match hostelf::map(&file) {
+            Ok(bytes) => match hostelf::parse_member(&bytes) {
+                Ok(inner) => unit(Some(m.name), Ok(&inner)),
+                Err(e) => unit(Some(m.name), Err(e.to_string())),
+            },
+            Err(e) => unit(
+                Some(m.name),
+                Err(format!("{}: {}", file.display(), crate::error::describe_io(&e))),
+            ),
+        }
+    }
+}
+
+/// The file ranges a container scan leaves out: the fatbin sections (read
+/// already), executable sections (host code), and everything for a raw
+/// fatbin or a bare cubin (the whole file is device code already read).
+pub fn scan_skip(object: &Object<'_>) -> Vec<(u64, u64)> {
+    let mut skip = Vec::new();
+    match object {
+        Object::Elf(elf) => {
+            skip.extend(elf.code.iter().copied());
+            skip.extend(elf.sections.iter().map(|s| (s.offset, s.offset.saturating_add(s.size))));
+        }
+        Object::Archive(members) => {
+            for m in members {
+                if let Ok(inner) = &m.object {
+                    skip.extend(scan_skip(inner));
+                }
+            }
+        }
+        Object::Fatbin(_) | Object::Cubin(_) => skip.push((0, u64::MAX)),
+        Object::Other => {}
+    }
+    skip
+}
+
+/// Containers outside the fatbin sections (`data` is the whole file):
+/// what `--summary --scan` lists and the audit adds to its model. cuFFT 11.4
+/// keeps ~24,000 in `.data`, registered by its own code rather than through
+/// `.nv_fatbin`. `walked` is told which bytes were searched (page release).
+pub fn scan<'a>(
+    data: &'a [u8],
+    object: &Object<'_>,
+    walked: &mut dyn FnMut(&'a [u8]),
+) -> Vec<Container<'a>> {
+    crate::fatbin::container::scan_with(data, 0, &scan_skip(object), walked)
+}
+
+/// One piece of device code: an entry (a `--concat` bundle's part comes
+/// with its bundle, which holds the bytes) or a bare cubin.
+#[derive(Debug, Clone, Copy)]
+pub enum Leaf<'e, 'a> {
+    /// A fatbin entry.
+    Entry {
+        /// The entry (never a bundle itself).
+        entry: &'e Entry<'a>,
+        /// The `--concat` bundle holding it.
+        bundle: Option<&'e Entry<'a>>,
+    },
+    /// A bare cubin's header.
+    Cubin(&'e CubinInfo),
+}
+
+/// The leaves of some containers, bundles replaced by their parts.
+pub fn leaves<'e, 'a>(containers: &'e [Container<'a>], out: &mut Vec<Leaf<'e, 'a>>) {
+    for c in containers {
+        for e in &c.entries {
+            if e.kind == Kind::Concat {
+                out.extend(e.parts.iter().map(|p| Leaf::Entry { entry: p, bundle: Some(e) }));
+            } else {
+                out.push(Leaf::Entry { entry: e, bundle: None });
+            }
+        }
+    }
+}
+
+/// Every leaf and every damage message of one unit (see [`for_each_unit`]),
+/// messages prefixed with the member (`k.o: .nv_fatbin: offset ...`).
+pub fn collect<'e, 'a>(object: &'e Object<'a>) -> (Vec<Leaf<'e, 'a>>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut damage = Vec::new();
+    visit(object, &mut |part| match part {
+        Part::Section { .. } => {}
+        Part::Region { member, section, region } => {
+            leaves(&region.containers, &mut out);
+            damage
+                .extend(region.errors.iter().map(|e| prefixed(member, &format!("{section}: {e}"))));
+        }
+        Part::Cubin { member, info } => match info {
+            Ok(info) => out.push(Leaf::Cubin(info)),
+            Err(e) => damage.push(prefixed(member, &e.to_string())),
+        },
+        Part::Problem { member, error } => damage.push(prefixed(member, &error.to_string())),
+    });
+    (out, damage)
+}
+
+/// `member: text`, or `text` outside an archive.
+pub fn prefixed(member: Option<&[u8]>, text: &str) -> String {
+    match member {
+        Some(m) => format!("{}: {text}", String::from_utf8_lossy(m)),
+        None => text.to_string(),
+    }
+}

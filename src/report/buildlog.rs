@@ -1,0 +1,37 @@
+//! Inside a Nix build: each finding as a setup.sh log line (`LEVEL: caller:
+//! message` on `$NIX_LOG_FD`, see [`crate::log`]), then a count.
+
+use serde::Serialize;
+
+use super::Report;
+use crate::finding::Severity;
+use crate::log::{Level, Logger, Msg};
+
+/// Logs every finding and failure of `report`, then the totals.
+pub fn write<F: Serialize>(log: &Logger, report: &Report<F>) {
+    for f in &report.findings {
+        let level = match f.severity {
+            Severity::Error => Level::Error,
+            Severity::Warning => Level::Warn,
+            Severity::Info => Level::Info,
+        };
+        log.log(level, &Msg::new("").p(&f.path).s(": [").s(f.check.id()).s("] ").s(&f.message));
+    }
+    for failure in &report.failures {
+        log.error(&Msg::new("cannot examine ").s(failure));
+    }
+    let s = &report.summary;
+    let level = if s.errors + s.failures > 0 { Level::Error } else { Level::Info };
+    log.log(
+        level,
+        &Msg::new("found ")
+            .d(s.errors)
+            .s(" errors, ")
+            .d(s.warnings)
+            .s(" warnings and ")
+            .d(s.infos)
+            .s(" infos in ")
+            .d(s.files)
+            .s(" files"),
+    );
+}

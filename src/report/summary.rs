@@ -1,0 +1,106 @@
+//! `--summary`'s text: per file, its format, the architectures of the
+//! device-code model (SASS, PTX, link stubs only, PTX without entries,
+//! LTO-IR), codecs and sizes, and the damage found.
+
+use std::collections::BTreeSet;
+use std::io::{self, Write};
+
+use crate::fatbin::Arch;
+use crate::inspect::{summarise, FileReport};
+
+fn archs(set: &BTreeSet<Arch>) -> String {
+    let mut v: Vec<&Arch> = set.iter().collect();
+    v.sort_by_key(|a| (a.sm, a.variant));
+    v.iter().map(|a| a.name()).collect::<Vec<_>>().join(" ")
+}
+
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 10 << 20 => format!("{} MiB", n >> 20),
+        n if n >= 10 << 10 => format!("{} KiB", n >> 10),
+        n => format!("{n} B"),
+    }
+}
+
+/// A path fit for a terminal: control characters (a newline in a file
+/// name, an escape sequence) are shown escaped, not sent.
+pub fn escape_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .collect()
+}
+
+/// Writes the human summary of one file.
+pub fn write(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
+    let s = &r.summary;
+    let path = escape_controls(&r.path);
+    if r.format == "error" {
+        writeln!(out, "{}: not read", path)?;
+    } else if !r.device_code {
+        writeln!(out, "{}: no device code ({})", path, r.format)?;
+    } else {
+        writeln!(
+            out,
+            "{}: {}, {} fatbin section(s), {} cubin(s), {} PTX",
+            path,
+            r.format,
+            r.sections.len(),
+            s.cubins,
+            s.ptx_files
+        )?;
+        if !s.sass.is_empty() {
+            writeln!(out, "  SASS:           {}", archs(&s.sass))?;
+        }
+        if !s.ptx.is_empty() {
+            writeln!(out, "  PTX:            {}", archs(&s.ptx))?;
+        }
+        if !s.link_stub_only.is_empty() {
+            writeln!(out, "  link stub only: {}", archs(&s.link_stub_only))?;
+        }
+        if !s.ptx_without_entries.is_empty() {
+            writeln!(out, "  PTX, no entry:  {}", archs(&s.ptx_without_entries))?;
+        }
+        if !s.lto_ir.is_empty() {
+            writeln!(out, "  LTO-IR:         {}", archs(&s.lto_ir))?;
+        }
+        let codecs: Vec<String> =
+            s.codecs.iter().map(|(c, n)| format!("{} {n}", c.name())).collect();
+        if !codecs.is_empty() {
+            writeln!(
+                out,
+                "  codecs:         {}; {} stored, {} plain",
+                codecs.join(", "),
+                bytes(s.stored_bytes),
+                bytes(s.plain_bytes)
+            )?;
+        }
+        if !s.deep {
+            writeln!(out, "  (headers only: link stubs not told apart)")?;
+        }
+    }
+    if let Some(scanned) = &r.scanned {
+        let sum = summarise(scanned.iter(), s.deep);
+        writeln!(
+            out,
+            "  scan: {} entries outside the fatbin sections (SASS: {}; PTX: {})",
+            scanned.len(),
+            archs(&sum.sass),
+            archs(&sum.ptx)
+        )?;
+    }
+    for e in &r.errors {
+        writeln!(out, "  error: {e}")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_controls;
+
+    #[test]
+    fn control_characters_in_paths_are_escaped() {
+        assert_eq!(escape_controls("lib\nx\u{1b}[31m.so"), "lib\\nx\\u{1b}[31m.so");
+        assert_eq!(escape_controls("plain/é.so"), "plain/é.so");
+    }
+}
