@@ -259,3 +259,43 @@ fn truncation_is_worded_alike_by_both_elf_tools() {
         assert!(out.contains("1 file could not be read"), "{}", text(&r));
     }
 }
+
+/// Options that do not apply are refused, not ignored; cuobjdump's options
+/// we do not implement are named; a file that could not be examined is
+/// said on stderr too (stdout may be a report file).
+#[test]
+fn cuda_elf_inspect_refuses_what_does_not_apply_and_says_failures_on_stderr() {
+    let t = elf_tree();
+    let d = t.path();
+    for (args, want) in [
+        (&["--headers-only", "tree"][..], "--summary"),
+        (&["--scan", "tree"][..], "--summary"),
+        (&["--summary", "--list-elf", "tree"][..], "cannot be used with"),
+        (&["--all-fatbin", "tree"][..], "--list-elf|--list-ptx"),
+        (&["--list-ptx", "--cuda-capabilities", "8.6", "tree"][..], "cannot be used with"),
+        (&["--summary", "--baseline", "b.json", "tree"][..], "cannot be used with"),
+        (&["-sass", "tree"][..], "cuobjdump's --dump-sass (-sass) is not implemented"),
+        (
+            &["--extract-elf=all", "tree"][..],
+            "cuobjdump's --extract-elf (-xelf) is not implemented",
+        ),
+    ] {
+        let r = run(CEI, d, args);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {}", text(&r));
+        let err = stderr(&r);
+        assert!(err.contains(want), "{args:?}: {}", text(&r));
+        assert!(!err.contains("tip: to pass"), "{args:?}: {}", text(&r));
+    }
+    std::fs::write(
+        d.join("tree/lib/cut.so"),
+        &std::fs::read(d.join("tree/lib/a.so")).unwrap()[..300],
+    )
+    .unwrap();
+    let r = run(CEI, d, &["--format", "json", "tree"]);
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(
+        stderr(&r).contains("cuda-elf-inspect: cannot examine tree/lib/cut.so: truncated: "),
+        "{}",
+        text(&r)
+    );
+}
