@@ -79,7 +79,7 @@ checks! {
         "remove the */lib/stubs entry (removeStubsFromRunpathHook, or link against stubs with -Wl,--as-needed and no rpath)";
     MissingDriverRunpath = "missing-driver-runpath", Error, "entry",
         "the file needs libcuda.so.1 but /run/opengl-driver/lib is not on its RUNPATH, so it cannot find the driver on NixOS",
-        "add autoAddDriverRunpath to nativeBuildInputs";
+        "add autoAddDriverRunpath to nativeBuildInputs (outside Nix: auto-add-driver-runpath FILE)";
     TmpdirInRunpath = "tmpdir-in-runpath", Error, "entry",
         "a RUNPATH entry points into the build folder, which does not exist at run time (and may be writable by others)",
         "fix the build system's rpath flags, or drop the entry (patchelf --shrink-rpath)";
@@ -96,8 +96,8 @@ checks! {
         "a requested GPU capability runs only through the driver's PTX JIT: slow first start, needs a new enough driver",
         "add SASS for this capability (-gencode arch=compute_XY,code=sm_XY)";
     MissingForwardCompatPtx = "missing-forward-compat-ptx", Warning, "capability",
-        "forward compatibility was requested but there is no PTX for the last capability, so newer GPUs get nothing",
-        "add -gencode arch=compute_XY,code=compute_XY for the last capability, or set cudaForwardCompat = false";
+        "forward compatibility (on by default, as Nixpkgs' cudaForwardCompat) needs PTX for the last capability, else newer GPUs get nothing",
+        "add -gencode arch=compute_XY,code=compute_XY for the last capability, or turn it off: cudaForwardCompat = false in Nix, --no-forward-compat here";
     UnrequestedArch = "unrequested-arch", Info, "arch",
         "the file carries code for a capability nobody asked for: larger outputs, longer builds",
         "check the build system's architecture flags";

@@ -384,7 +384,7 @@ fn text_groups_per_file_and_inside_a_build_logs_like_setup_sh() {
     let want = format!("ERROR: cudaElfInspect: {}: [missing-driver-runpath] ", prog.display());
     assert!(log.lines().any(|l| l.starts_with(&want)), "{log}");
     assert!(
-        log.ends_with("ERROR: cudaElfInspect: found 2 errors, 0 warnings and 0 infos in 1 files\n"),
+        log.ends_with("ERROR: cudaElfInspect: found 2 errors, 0 warnings and 0 infos in 1 file\n"),
         "{log}"
     );
     assert!(out.stdout.is_empty());

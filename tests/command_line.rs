@@ -229,6 +229,23 @@ fn the_demo_shows_the_whole_suite() {
     assert!(steps[1].contains("SASS sm_50") && steps[1].contains("sm_90"), "{}", steps[1]);
     assert!(steps[1].contains("error [missing-driver-runpath]"), "{}", steps[1]);
     assert!(steps[1].contains("(exit status 1)"), "{}", steps[1]);
+    // Which code covers each requested capability, nvcc's names for PTX,
+    // and the unrequested architectures on one line in numeric order.
+    assert!(steps[1].contains("    requested 8.6: SASS sm_86; 9.0: SASS sm_90\n"), "{}", steps[1]);
+    assert!(
+        steps[1].contains("; PTX compute_120") && !steps[1].contains("PTX sm_"),
+        "{}",
+        steps[1]
+    );
+    assert_eq!(steps[1].matches("[unrequested-arch]").count(), 1, "{}", steps[1]);
+    assert!(steps[1].contains("not requested: SASS sm_50 sm_52 sm_60 sm_61 sm_70 sm_75 sm_80 sm_89 sm_100 sm_101 sm_120; PTX compute_120"), "{}", steps[1]);
+    assert!(steps[1].contains("1 file: 1 error, 1 warning, 13 infos"), "{}", steps[1]);
+    assert!(
+        steps[1].contains("--no-forward-compat")
+            && steps[1].contains("auto-add-driver-runpath FILE"),
+        "{}",
+        steps[1]
+    );
     assert!(steps[2].contains("Library runpath: [/run/opengl-driver/lib:$ORIGIN]"), "{}", steps[2]);
     assert!(!steps[3].contains("[missing-driver-runpath]"), "{}", steps[3]);
     assert!(steps[3].contains("(exit status 0)"), "{}", steps[3]);
