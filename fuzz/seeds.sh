@@ -10,7 +10,7 @@ root=$(cd .. && pwd)
 out=corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters}
+mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters,nar}
 
 # gcc-built host files: every layout the writer has a strategy for.
 cat >"$work/lib.c" <<'C'
@@ -81,6 +81,30 @@ for s in '\x01not-utf8-\xff\xfe' '\x05new\nline\r' '\x02esc-\x1b[31m' '\x03-rf' 
 done
 printf '\x01a\x00\x01b\x00\x01c\x00\x01d\x00\x01e\x00\x01f\x00\x01g\x00\x01h\x00\x01i\x00\x01j\x00\x01k\x00\x02x' >"$out/emitters/seed-cap"
 
-for t in reader hostelf runpath capabilities emitters; do
+# NARs written by Nix itself (nix-store --dump) of small trees, and
+# narinfo files written by `nix copy` to a signed file:// cache.
+nixdir=$work/nix
+mkdir -p "$nixdir/tree/sub" "$nixdir/etc" "$nixdir/home"
+printf 'hello\n' >"$nixdir/tree/a"
+printf '12345678' >"$nixdir/tree/sub/b"
+chmod +x "$nixdir/tree/sub/b"
+ln -s ../a "$nixdir/tree/sub/link"
+cp "$work/libplain.so" "$nixdir/tree/" 2>/dev/null || true
+(
+    export NIX_STORE_DIR=/nix/store NIX_STATE_DIR=$nixdir/state NIX_LOG_DIR=$nixdir/log \
+        NIX_CONF_DIR=$nixdir/etc HOME=$nixdir/home
+    PATH=$root/.tools/nix/bin:$PATH
+    nix-store --dump "$nixdir/tree" >"$out/nar/tree.nar"
+    nix-store --dump "$nixdir/tree/a" >"$out/nar/file.nar"
+    nix-store --dump "$nixdir/tree/sub/link" >"$out/nar/link.nar"
+    export NIX_STORE_DIR=$nixdir/store
+    nix-store --generate-binary-cache-key seed-1 "$nixdir/sk" "$nixdir/pk"
+    p=$(nix-store --add "$nixdir/tree")
+    nix --extra-experimental-features nix-command copy \
+        --to "file://$nixdir/cache?compression=zstd&secret-key=$nixdir/sk" "$p"
+    # The parser is fuzzed with /nix/store as the store.
+    sed "s|$nixdir/store|/nix/store|g" "$nixdir"/cache/*.narinfo >"$out/nar/narinfo"
+) >/dev/null 2>&1 || echo "seeds.sh: Nix is missing (make tools): no NAR seeds" >&2
+for t in reader hostelf runpath capabilities emitters nar; do
     echo "$t: $(ls "$out/$t" | wc -l) seeds"
 done

@@ -19,15 +19,18 @@
 //! - [`audit`]: the checks of `cuda-elf-inspect` (linkage, RUNPATH, capability coverage).
 //! - [`atomic`]: replace a file through a temporary file and a rename.
 //! - [`driver_runpath`]: autoAddDriverRunpath's walk, decisions and report.
+//! - [`nar`], [`narinfo`]: Nix archives and binary-cache metadata, read as they stream in.
 #![deny(missing_docs)]
 
 pub mod atomic;
 pub mod audit;
 pub mod baseline;
 pub mod buildenv;
+pub mod cache;
 pub mod capabilities;
 pub mod cli;
 pub mod devicecode;
+pub mod driver;
 pub mod driver_runpath;
 pub mod elf;
 pub mod error;
@@ -37,6 +40,8 @@ pub mod hostelf;
 pub mod inspect;
 pub mod linkage;
 pub mod log;
+pub mod nar;
+pub mod narinfo;
 pub mod report;
 pub mod symlinks;
 pub mod walk;

@@ -1,0 +1,460 @@
+//! A client of Nix binary caches (`file://` and `http(s)://`), and local NAR
+//! files: what the audit reads instead of a realised store path.
+//!
+//! For one store path: fetch `<hash>.narinfo`, check it names that path,
+//! check its signature when trusted keys are given, then stream the NAR it
+//! names through the decompressor, a SHA-256 hasher and the NAR reader, and
+//! write the files the audit needs below a temporary folder. The hash and
+//! size are compared once the stream ends; a mismatch removes what was
+//! written, so nothing unverified is ever audited. Memory is bounded (a
+//! 64 KiB copy buffer, the decompressor's window, one NAR token); disk holds
+//! only the host objects of the paths being audited (docs/binary-cache.md).
+
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::Digest as _;
+
+use crate::nar::{self, NarReader, UnpackError, Unpacked};
+use crate::narinfo::{check_base_name, Compression, NarInfo, NarInfoError, PublicKey, Sha256};
+
+/// Largest narinfo or `nix-cache-info` accepted (real ones are under 4 KiB;
+/// `References` of a large closure member can reach tens of KiB).
+const MAX_INFO: u64 = 1 << 20;
+
+/// Why a path could not be read from a cache. Each names the store path (or
+/// the file or URL) it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// The cache's URL is not one this client speaks.
+    #[error("{0}: not a binary cache URL (file://, http:// or https://)")]
+    Url(String),
+    /// The argument is not a store path of the cache's store.
+    #[error("{path}: {reason}")]
+    NotStorePath {
+        /// The argument.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The cache has no narinfo, or no NAR, where it should.
+    #[error("{path}: {url} not found in the cache")]
+    NotFound {
+        /// The store path (or file).
+        path: String,
+        /// What was asked for.
+        url: String,
+    },
+    /// The transfer failed (network, TLS, HTTP status, file system).
+    #[error("{path}: fetching {url}: {reason}")]
+    Fetch {
+        /// The store path (or file).
+        path: String,
+        /// What was asked for.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The narinfo is malformed, unsigned or badly signed, or names another path.
+    #[error("{path}: narinfo: {source}")]
+    NarInfo {
+        /// The store path.
+        path: String,
+        /// What is wrong with it.
+        source: NarInfoError,
+    },
+    /// A compression this client cannot decompress.
+    #[error("{path}: compression {compression:?} is not supported (xz, zstd, bzip2, none)")]
+    Compression {
+        /// The store path (or file).
+        path: String,
+        /// The name the narinfo or file name gave.
+        compression: String,
+    },
+    /// The NAR is malformed, truncated, or could not be written out.
+    #[error("{path}: {source}")]
+    Nar {
+        /// The store path (or file).
+        path: String,
+        /// What went wrong.
+        source: UnpackError,
+    },
+    /// The NAR read fine but is not the one the narinfo describes.
+    #[error("{path}: the NAR does not match its narinfo: {what}")]
+    Mismatch {
+        /// The store path.
+        path: String,
+        /// Which of hash and size, with both values.
+        what: String,
+    },
+}
+
+/// Where a binary cache is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Location {
+    /// A folder (`file:///path`).
+    Folder(PathBuf),
+    /// An HTTP(S) base URL without a trailing `/`.
+    Http(String),
+}
+
+/// A binary cache: its location, its store folder and the keys trusted to
+/// sign it (none: signatures are not checked).
+pub struct Cache {
+    location: Location,
+    agent: ureq::Agent,
+    store_dir: String,
+    keys: Vec<PublicKey>,
+}
+
+/// One store path read from a cache.
+#[derive(Debug)]
+pub struct Fetched {
+    /// Its narinfo (references, sizes).
+    pub info: NarInfo,
+    /// What was written below the destination.
+    pub unpacked: Unpacked,
+}
+
+impl Cache {
+    /// Opens the cache at `url`, reading its `nix-cache-info` for the store
+    /// folder (`/nix/store` when the cache does not say).
+    pub fn open(url: &str, keys: Vec<PublicKey>) -> Result<Cache, CacheError> {
+        let location = if let Some(path) = url.strip_prefix("file://") {
+            if !path.starts_with('/') {
+                return Err(CacheError::Url(url.to_string()));
+            }
+            Location::Folder(PathBuf::from(path.split('?').next().unwrap_or(path)))
+        } else if url.starts_with("http://") || url.starts_with("https://") {
+            Location::Http(url.trim_end_matches('/').to_string())
+        } else {
+            return Err(CacheError::Url(url.to_string()));
+        };
+        // Proxies come from the usual variables (ureq reads ALL_PROXY,
+        // HTTPS_PROXY, HTTP_PROXY and NO_PROXY). A stalled connection fails
+        // instead of hanging a CI job.
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_connect(Some(Duration::from_secs(30)))
+            .timeout_recv_response(Some(Duration::from_secs(60)))
+            .timeout_recv_body(Some(Duration::from_secs(300)))
+            .user_agent(concat!("cuda-elf-inspect/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        let mut cache = Cache { location, agent, store_dir: "/nix/store".to_string(), keys };
+        match cache.get_text(url, "nix-cache-info") {
+            Ok(text) => {
+                if let Some(dir) = text.lines().find_map(|l| l.strip_prefix("StoreDir: ")) {
+                    cache.store_dir = dir.trim_end_matches('/').to_string();
+                }
+            }
+            Err(CacheError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(cache)
+    }
+
+    /// The store folder the cache's paths live in.
+    pub fn store_dir(&self) -> &str {
+        &self.store_dir
+    }
+
+    /// The base name (`<hash>-<name>`) of `path` if it is a store path of this
+    /// cache's store (a path below one, `/nix/store/x-y/lib`, is refused: a
+    /// cache serves whole store paths).
+    pub fn base_name<'p>(&self, path: &'p str) -> Result<&'p str, CacheError> {
+        let not = |reason: String| CacheError::NotStorePath { path: path.to_string(), reason };
+        let base = path
+            .strip_prefix(self.store_dir.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+            .ok_or_else(|| not(format!("not in the cache's store {}", self.store_dir)))?;
+        check_base_name(base).map_err(not)?;
+        Ok(base)
+    }
+
+    /// Reads `store_path` from the cache into `dest` (which must not exist),
+    /// writing the regular files whose first bytes `keep` accepts. On any
+    /// error `dest` is removed.
+    pub fn fetch(
+        &self,
+        store_path: &str,
+        dest: &Path,
+        keep: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Fetched, CacheError> {
+        let result = self.fetch_inner(store_path, dest, keep);
+        if result.is_err() {
+            remove(dest);
+        }
+        result
+    }
+
+    fn fetch_inner(
+        &self,
+        store_path: &str,
+        dest: &Path,
+        keep: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Fetched, CacheError> {
+        let base = self.base_name(store_path)?;
+        let text = self.get_text(store_path, &format!("{}.narinfo", &base[..32]))?;
+        let narinfo_error = |source| CacheError::NarInfo { path: store_path.to_string(), source };
+        let info = NarInfo::parse(&text, &self.store_dir).map_err(narinfo_error)?;
+        if info.store_path != store_path {
+            return Err(narinfo_error(NarInfoError::Invalid {
+                field: "StorePath",
+                reason: format!("names {}, not the path asked for", info.store_path),
+            }));
+        }
+        if !self.keys.is_empty() {
+            info.verify(&self.store_dir, &self.keys).map_err(narinfo_error)?;
+        }
+        let compressed = self.get(store_path, &info.url)?;
+        let stream = decompressor(&info.compression, compressed).map_err(|compression| {
+            CacheError::Compression { path: store_path.to_string(), compression }
+        })?;
+        let unpacked = unpack_verified(stream, dest, keep, Some((&info.nar_hash, info.nar_size)))
+            .map_err(|e| e.named(store_path))?;
+        Ok(Fetched { info, unpacked })
+    }
+
+    /// Fetches each of `roots` into `dest/<base name>` and, with `closure`,
+    /// every path they refer to, transitively; `jobs` transfers at a time
+    /// (network-bound, so more than the cores). `done` is called after each
+    /// path (for a progress line). One result per path, sorted by path; a
+    /// path that failed does not stop the others, and its references are not
+    /// followed (they are unknown without its narinfo).
+    pub fn fetch_all(
+        &self,
+        roots: &[String],
+        closure: bool,
+        dest: &Path,
+        keep: &(dyn Fn(&[u8]) -> bool + Sync),
+        jobs: usize,
+        done: &(dyn Fn(&str, &Result<Fetched, CacheError>) + Sync),
+    ) -> Vec<(String, Result<Fetched, CacheError>)> {
+        use rayon::prelude::*;
+        use std::collections::BTreeSet;
+        // No threads to be had: fetch one at a time rather than fail.
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs.max(1)).build().ok();
+        let mut seen: BTreeSet<String> = roots.iter().cloned().collect();
+        let mut level: Vec<String> = seen.iter().cloned().collect();
+        let mut results = Vec::new();
+        while !level.is_empty() {
+            let one = |path: &String| {
+                let target = match self.base_name(path) {
+                    Ok(base) => dest.join(base),
+                    Err(e) => return (path.clone(), Err(e)),
+                };
+                let result = self.fetch(path, &target, keep);
+                done(path, &result);
+                (path.clone(), result)
+            };
+            let fetched: Vec<_> = match &pool {
+                Some(pool) => pool.install(|| level.par_iter().map(one).collect()),
+                None => level.iter().map(one).collect(),
+            };
+            let mut next = Vec::new();
+            if closure {
+                for (_, result) in &fetched {
+                    let Ok(f) = result else { continue };
+                    for r in &f.info.references {
+                        let path = format!("{}/{r}", self.store_dir);
+                        if seen.insert(path.clone()) {
+                            next.push(path);
+                        }
+                    }
+                }
+            }
+            results.extend(fetched);
+            level = next;
+        }
+        results.sort_by(|a, b| a.0.cmp(&b.0));
+        results
+    }
+
+    /// A file of the cache as a stream; `NotFound` when it is not there.
+    fn get(&self, path: &str, rel: &str) -> Result<Box<dyn Read + Send>, CacheError> {
+        let fetch = |reason: String| CacheError::Fetch {
+            path: path.to_string(),
+            url: rel.to_string(),
+            reason,
+        };
+        match &self.location {
+            Location::Folder(root) => match fs::File::open(root.join(rel)) {
+                Ok(f) => Ok(Box::new(f)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    Err(CacheError::NotFound { path: path.to_string(), url: rel.to_string() })
+                }
+                Err(e) => Err(fetch(crate::error::describe_io(&e))),
+            },
+            Location::Http(base) => {
+                let url = format!("{base}/{rel}");
+                match self.agent.get(&url).call() {
+                    Ok(response) => Ok(Box::new(response.into_body().into_reader())),
+                    Err(ureq::Error::StatusCode(404 | 403 | 410)) => {
+                        Err(CacheError::NotFound { path: path.to_string(), url })
+                    }
+                    Err(e) => Err(CacheError::Fetch {
+                        path: path.to_string(),
+                        url,
+                        reason: e.to_string(),
+                    }),
+                }
+            }
+        }
+    }
+
+    fn get_text(&self, path: &str, rel: &str) -> Result<String, CacheError> {
+        let mut text = String::new();
+        let read = self.get(path, rel)?.take(MAX_INFO + 1).read_to_string(&mut text);
+        let fetch = |reason: String| CacheError::Fetch {
+            path: path.to_string(),
+            url: rel.to_string(),
+            reason,
+        };
+        read.map_err(|e| fetch(crate::error::describe_io(&e)))?;
+        if text.len() as u64 > MAX_INFO {
+            return Err(fetch(format!("larger than {MAX_INFO} bytes")));
+        }
+        Ok(text)
+    }
+}
+
+/// A local NAR file (`x.nar`, `x.nar.xz`, `x.nar.zst`, `x.nar.bz2`): its
+/// compression from the name, read into `dest` like a cache's NAR (no hash
+/// to compare with).
+pub fn unpack_file(
+    file: &Path,
+    dest: &Path,
+    keep: &dyn Fn(&[u8]) -> bool,
+) -> Result<Unpacked, CacheError> {
+    let shown = file.display().to_string();
+    let compression = nar_file_compression(file).ok_or_else(|| CacheError::Compression {
+        path: shown.clone(),
+        compression: file.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default(),
+    })?;
+    let input = fs::File::open(file).map_err(|e| CacheError::Fetch {
+        path: shown.clone(),
+        url: shown.clone(),
+        reason: crate::error::describe_io(&e),
+    })?;
+    let stream = decompressor(&compression, Box::new(input))
+        .map_err(|compression| CacheError::Compression { path: shown.clone(), compression })?;
+    let result = unpack_verified(stream, dest, keep, None).map_err(|e| e.named(&shown));
+    if result.is_err() {
+        remove(dest);
+    }
+    result
+}
+
+/// The compression a NAR file's name says, or `None` when the name does not
+/// end in `.nar` or a known `.nar.*`.
+pub fn nar_file_compression(file: &Path) -> Option<Compression> {
+    let name = file.file_name()?.to_str()?;
+    Some(if name.ends_with(".nar") {
+        Compression::None
+    } else if name.ends_with(".nar.xz") {
+        Compression::Xz
+    } else if name.ends_with(".nar.zst") {
+        Compression::Zstd
+    } else if name.ends_with(".nar.bz2") {
+        Compression::Bzip2
+    } else {
+        return None;
+    })
+}
+
+/// A decompressing reader for `compression`, or the name of one not supported.
+fn decompressor(
+    compression: &Compression,
+    input: Box<dyn Read + Send>,
+) -> Result<Box<dyn Read + Send>, String> {
+    let input = io::BufReader::with_capacity(64 * 1024, input);
+    Ok(match compression {
+        Compression::None => Box::new(input),
+        Compression::Xz => Box::new(liblzma::read::XzDecoder::new_multi_decoder(input)),
+        Compression::Bzip2 => Box::new(bzip2::read::MultiBzDecoder::new(input)),
+        Compression::Zstd => Box::new(
+            ruzstd::decoding::StreamingDecoder::new(input)
+                .map_err(|e| format!("zstd (unreadable frame header: {e})"))?,
+        ),
+        Compression::Other(name) => return Err(name.clone()),
+    })
+}
+
+/// A failure of [`unpack_verified`], before the path is known.
+enum Unverified {
+    Nar(UnpackError),
+    Mismatch(String),
+}
+
+impl Unverified {
+    fn named(self, path: &str) -> CacheError {
+        match self {
+            Unverified::Nar(source) => CacheError::Nar { path: path.to_string(), source },
+            Unverified::Mismatch(what) => CacheError::Mismatch { path: path.to_string(), what },
+        }
+    }
+}
+
+/// Unpacks the NAR `stream` into `dest`, hashing it on the way; with an
+/// expected hash and size, reads at most one byte more than the size and
+/// compares both at the end.
+fn unpack_verified(
+    stream: Box<dyn Read + Send>,
+    dest: &Path,
+    keep: &dyn Fn(&[u8]) -> bool,
+    expected: Option<(&Sha256, u64)>,
+) -> Result<Unpacked, Unverified> {
+    let limit = expected.map_or(u64::MAX, |(_, size)| size.saturating_add(1));
+    let mut hashing = Hashing { inner: stream.take(limit), hasher: sha2::Sha256::new(), len: 0 };
+    let mut reader = NarReader::new(&mut hashing);
+    let unpacked = nar::unpack(&mut reader, dest, keep);
+    let len = hashing.len;
+    let (hash, size) = match expected {
+        Some(e) => e,
+        None => return unpacked.map_err(Unverified::Nar),
+    };
+    if len > size {
+        return Err(Unverified::Mismatch(format!("NarSize is {size}, the NAR is longer")));
+    }
+    // A short or malformed stream is reported as what the reader saw.
+    let unpacked = unpacked.map_err(Unverified::Nar)?;
+    if len != size {
+        return Err(Unverified::Mismatch(format!("NarSize is {size}, the NAR has {len} bytes")));
+    }
+    let got = Sha256(hashing.hasher.finalize().into());
+    if &got != hash {
+        return Err(Unverified::Mismatch(format!(
+            "NarHash is {}, the NAR hashes to {}",
+            hash.to_nix32(),
+            got.to_nix32()
+        )));
+    }
+    Ok(unpacked)
+}
+
+struct Hashing<R> {
+    inner: R,
+    hasher: sha2::Sha256,
+    len: u64,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+}
+
+/// Removes a partly written destination; best effort, since the caller is
+/// already reporting the error that made it partial.
+fn remove(dest: &Path) {
+    let _ = match fs::symlink_metadata(dest) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(dest),
+        Ok(_) => fs::remove_file(dest),
+        Err(_) => Ok(()),
+    };
+}

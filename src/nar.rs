@@ -1,0 +1,750 @@
+//! A streaming reader of Nix archives (NAR), the format a binary cache serves.
+//!
+//! A NAR is read once, front to back, as it arrives from the network and the
+//! decompressor: [`NarReader::next_entry`] yields one [`Entry`] at a time, and
+//! the contents of a regular file can be read with [`NarReader::contents`]
+//! before asking for the next entry (what is not read is skipped). Nothing is
+//! buffered beyond one name or symlink target, so memory does not depend on
+//! the archive's size or on the sizes it declares.
+//!
+//! A NAR is untrusted input. The reader refuses, with the byte offset:
+//! - a truncated archive, non-zero padding, an unknown token;
+//! - a name that is empty, `.`, `..`, or holds `/` or NUL (so no entry can
+//!   name a place outside the archive's root);
+//! - entries of a directory out of order or repeated (Nix writes them sorted
+//!   by bytes, so a NAR's hash is unique to its tree);
+//! - nesting deeper than [`MAX_DEPTH`], names or targets longer than
+//!   [`MAX_STRING`], data after the root node.
+//!
+//! The format (docs/binary-cache.md): every string is a little-endian u64
+//! length, the bytes, and zero padding to a multiple of 8. The archive is
+//! `"nix-archive-1"` followed by a node; a node is `"(" "type" T ... ")"` with
+//! T `"regular"` (optionally `"executable" ""`, then `"contents"` and the
+//! bytes as a string), `"symlink"` (`"target"` and the target) or
+//! `"directory"` (any number of `"entry" "(" "name" N "node" NODE ")"`).
+
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{symlink, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Deepest directory nesting accepted. Linux's PATH_MAX (4096) allows at most
+/// 2048 levels of one-byte names; real store paths are a few dozen deep.
+pub const MAX_DEPTH: usize = 1024;
+
+/// Longest name, symlink target or token accepted (PATH_MAX).
+pub const MAX_STRING: u64 = 4096;
+
+/// What went wrong, and at which byte of the (decompressed) archive.
+#[derive(Debug, thiserror::Error)]
+#[error("NAR byte {offset}: {kind}")]
+pub struct NarError {
+    /// Offset in the uncompressed archive where the problem was seen.
+    pub offset: u64,
+    /// The problem.
+    pub kind: NarErrorKind,
+}
+
+impl NarError {
+    /// The [`NarError`] inside an error of [`Contents`], or the I/O error
+    /// itself at an unknown offset.
+    pub fn from_io(err: io::Error) -> NarError {
+        if err.get_ref().is_none() {
+            return NarError { offset: 0, kind: NarErrorKind::Io(err) };
+        }
+        let kind = err.kind();
+        match err.into_inner().map(|inner| inner.downcast::<NarError>()) {
+            Some(Ok(nar)) => *nar,
+            Some(Err(other)) => {
+                NarError { offset: 0, kind: NarErrorKind::Io(io::Error::new(kind, other)) }
+            }
+            None => NarError { offset: 0, kind: NarErrorKind::Io(kind.into()) },
+        }
+    }
+}
+
+/// The ways a NAR can be malformed.
+#[derive(Debug, thiserror::Error)]
+pub enum NarErrorKind {
+    /// The stream ended inside the archive.
+    #[error("the archive is truncated")]
+    Truncated,
+    /// Reading the underlying stream failed (download, decompression).
+    #[error("{0}")]
+    Io(io::Error),
+    /// A token other than the one the grammar allows here.
+    #[error("expected {expected}, found {found}")]
+    Unexpected {
+        /// What the grammar allows.
+        expected: &'static str,
+        /// What was there, quoted and cut to 40 bytes.
+        found: String,
+    },
+    /// A string longer than [`MAX_STRING`].
+    #[error("a name, target or token of {0} bytes (at most {MAX_STRING})")]
+    TooLong(u64),
+    /// Padding bytes that are not zero.
+    #[error("non-zero padding after a string")]
+    Padding,
+    /// A directory entry's name that could escape the tree or is not a name.
+    #[error("invalid entry name {0}")]
+    BadName(String),
+    /// A directory entry not after its predecessor in byte order.
+    #[error("entry {name} is not after {previous} (entries must be sorted and unique)")]
+    Order {
+        /// The entry.
+        name: String,
+        /// The entry before it.
+        previous: String,
+    },
+    /// Nesting beyond [`MAX_DEPTH`].
+    #[error("directories nested deeper than {MAX_DEPTH}")]
+    TooDeep,
+    /// Bytes after the root node.
+    #[error("data after the end of the archive")]
+    TrailingData,
+}
+
+/// The type of one entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A directory; its entries follow.
+    Directory,
+    /// A regular file of `size` bytes; read them with [`NarReader::contents`].
+    Regular {
+        /// The executable bit.
+        executable: bool,
+        /// The declared size (untrusted: a short stream is [`NarErrorKind::Truncated`]).
+        size: u64,
+    },
+    /// A symbolic link and its target, as bytes (not checked: a link may point
+    /// anywhere, and the reader never follows it).
+    Symlink {
+        /// The link's target.
+        target: Vec<u8>,
+    },
+}
+
+/// One entry of the archive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The path below the archive's root (empty for the root itself), made of
+    /// validated names only.
+    pub path: PathBuf,
+    /// What the entry is.
+    pub kind: EntryKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Start,
+    Node,
+    InFile,
+    AfterNode,
+    InDirectory,
+    Done,
+}
+
+/// The streaming reader; see the module documentation.
+pub struct NarReader<R> {
+    inner: R,
+    offset: u64,
+    state: State,
+    /// Names from the root to the current node.
+    components: Vec<Vec<u8>>,
+    /// Per open directory, the name of its last entry (for the order check).
+    last_names: Vec<Option<Vec<u8>>>,
+    /// Unread content bytes of the current regular file, and its padding.
+    content_left: u64,
+    content_padding: u64,
+}
+
+impl<R: Read> NarReader<R> {
+    /// A reader of the archive `inner` yields.
+    pub fn new(inner: R) -> NarReader<R> {
+        NarReader {
+            inner,
+            offset: 0,
+            state: State::Start,
+            components: Vec::new(),
+            last_names: Vec::new(),
+            content_left: 0,
+            content_padding: 0,
+        }
+    }
+
+    /// Bytes of the archive consumed so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The next entry in archive order (a directory before its entries), or
+    /// `None` once the whole archive, and nothing after it, has been read.
+    pub fn next_entry(&mut self) -> Result<Option<Entry>, NarError> {
+        loop {
+            match self.state {
+                State::Start => {
+                    self.expect("nix-archive-1", "the NAR magic \"nix-archive-1\"")?;
+                    self.state = State::Node;
+                }
+                State::Node => return self.read_node().map(Some),
+                State::InFile => {
+                    self.skip_contents()?;
+                    self.expect(")", "\")\" after a file's contents")?;
+                    self.state = State::AfterNode;
+                }
+                State::AfterNode => {
+                    if self.components.pop().is_none() {
+                        self.expect_end()?;
+                        self.state = State::Done;
+                        return Ok(None);
+                    }
+                    self.expect(")", "\")\" closing a directory entry")?;
+                    self.state = State::InDirectory;
+                }
+                State::InDirectory => {
+                    let at = self.offset;
+                    let token = self.read_string()?;
+                    match token.as_slice() {
+                        b"entry" => {
+                            self.read_entry_name()?;
+                            self.state = State::Node;
+                        }
+                        b")" => {
+                            self.last_names.pop();
+                            self.state = State::AfterNode;
+                        }
+                        other => return Err(unexpected(at, "\"entry\" or \")\"", other)),
+                    }
+                }
+                State::Done => return Ok(None),
+            }
+        }
+    }
+
+    /// The unread contents of the regular file [`next_entry`](Self::next_entry)
+    /// returned last (empty for any other entry). Reading past the declared
+    /// size is not possible; a stream that ends early is an error.
+    pub fn contents(&mut self) -> Contents<'_, R> {
+        Contents { reader: self }
+    }
+
+    fn read_node(&mut self) -> Result<Entry, NarError> {
+        self.expect("(", "\"(\" opening a node")?;
+        self.expect("type", "\"type\"")?;
+        let at = self.offset;
+        let kind = match self.read_string()?.as_slice() {
+            b"regular" => {
+                let at = self.offset;
+                let mut token = self.read_string()?;
+                let executable = token == b"executable";
+                if executable {
+                    self.expect("", "the empty string after \"executable\"")?;
+                    token = self.read_string()?;
+                }
+                if token != b"contents" {
+                    return Err(unexpected(at, "\"contents\" or \"executable\"", &token));
+                }
+                let size = self.read_u64()?;
+                self.content_left = size;
+                self.content_padding = padding(size);
+                self.state = State::InFile;
+                EntryKind::Regular { executable, size }
+            }
+            b"symlink" => {
+                self.expect("target", "\"target\"")?;
+                let target = self.read_string()?;
+                self.expect(")", "\")\" after a symlink's target")?;
+                self.state = State::AfterNode;
+                EntryKind::Symlink { target }
+            }
+            b"directory" => {
+                if self.last_names.len() >= MAX_DEPTH {
+                    return Err(self.error(NarErrorKind::TooDeep));
+                }
+                self.last_names.push(None);
+                self.state = State::InDirectory;
+                EntryKind::Directory
+            }
+            other => {
+                return Err(unexpected(at, "\"regular\", \"symlink\" or \"directory\"", other))
+            }
+        };
+        let path = self.components.iter().map(|c| std::ffi::OsStr::from_bytes(c)).collect();
+        Ok(Entry { path, kind })
+    }
+
+    fn read_entry_name(&mut self) -> Result<(), NarError> {
+        self.expect("(", "\"(\" after \"entry\"")?;
+        self.expect("name", "\"name\"")?;
+        let at = self.offset;
+        let name = self.read_string()?;
+        if name.is_empty()
+            || name == b"."
+            || name == b".."
+            || name.contains(&b'/')
+            || name.contains(&0)
+        {
+            return Err(NarError { offset: at, kind: NarErrorKind::BadName(quote(&name)) });
+        }
+        let last = self.last_names.last_mut().expect("an entry is read inside a directory");
+        if let Some(previous) = last.as_ref() {
+            if name.as_slice() <= previous.as_slice() {
+                return Err(NarError {
+                    offset: at,
+                    kind: NarErrorKind::Order { name: quote(&name), previous: quote(previous) },
+                });
+            }
+        }
+        *last = Some(name.clone());
+        self.expect("node", "\"node\"")?;
+        self.components.push(name);
+        Ok(())
+    }
+
+    fn skip_contents(&mut self) -> Result<(), NarError> {
+        let left = self.content_left;
+        let copied = io::copy(&mut (&mut self.inner).take(left), &mut io::sink())
+            .map_err(|e| self.error(NarErrorKind::Io(e)))?;
+        self.offset += copied;
+        self.content_left -= copied;
+        if copied < left {
+            return Err(self.error(NarErrorKind::Truncated));
+        }
+        let padding = self.content_padding;
+        self.content_padding = 0;
+        self.read_padding(padding)
+    }
+
+    fn expect(&mut self, token: &'static str, what: &'static str) -> Result<(), NarError> {
+        let at = self.offset;
+        let found = self.read_string()?;
+        if found != token.as_bytes() {
+            return Err(unexpected(at, what, &found));
+        }
+        Ok(())
+    }
+
+    fn expect_end(&mut self) -> Result<(), NarError> {
+        let mut byte = [0u8; 1];
+        loop {
+            return match self.inner.read(&mut byte) {
+                Ok(0) => Ok(()),
+                Ok(_) => Err(self.error(NarErrorKind::TrailingData)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => Err(self.error(NarErrorKind::Io(e))),
+            };
+        }
+    }
+
+    fn read_u64(&mut self) -> Result<u64, NarError> {
+        let mut bytes = [0u8; 8];
+        self.read_exact(&mut bytes)?;
+        Ok(u64::from_le_bytes(bytes))
+    }
+
+    fn read_string(&mut self) -> Result<Vec<u8>, NarError> {
+        let at = self.offset;
+        let len = self.read_u64()?;
+        if len > MAX_STRING {
+            return Err(NarError { offset: at, kind: NarErrorKind::TooLong(len) });
+        }
+        // Bounded by MAX_STRING above, so the allocation is too.
+        let mut bytes = vec![0u8; len as usize];
+        self.read_exact(&mut bytes)?;
+        self.read_padding(padding(len))?;
+        Ok(bytes)
+    }
+
+    fn read_padding(&mut self, len: u64) -> Result<(), NarError> {
+        let mut pad = [0u8; 8];
+        let pad = &mut pad[..len as usize];
+        self.read_exact(pad)?;
+        if pad.iter().any(|&b| b != 0) {
+            return Err(self.error(NarErrorKind::Padding));
+        }
+        Ok(())
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), NarError> {
+        match self.inner.read_exact(buf) {
+            Ok(()) => {
+                self.offset += buf.len() as u64;
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                Err(self.error(NarErrorKind::Truncated))
+            }
+            Err(e) => Err(self.error(NarErrorKind::Io(e))),
+        }
+    }
+
+    fn error(&self, kind: NarErrorKind) -> NarError {
+        NarError { offset: self.offset, kind }
+    }
+}
+
+/// The contents of the current regular file: see [`NarReader::contents`].
+/// A stream that ends early gives an `UnexpectedEof` error whose inner error
+/// is the [`NarError`] (see [`NarError::from_io`]).
+pub struct Contents<'a, R> {
+    reader: &'a mut NarReader<R>,
+}
+
+impl<R: Read> Read for Contents<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let r = &mut *self.reader;
+        if r.state != State::InFile || r.content_left == 0 || buf.is_empty() {
+            return Ok(0);
+        }
+        let want = buf.len().min(usize::try_from(r.content_left).unwrap_or(usize::MAX));
+        let n = r.inner.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                r.error(NarErrorKind::Truncated),
+            ));
+        }
+        r.offset += n as u64;
+        r.content_left -= n as u64;
+        Ok(n)
+    }
+}
+
+fn padding(len: u64) -> u64 {
+    (8 - len % 8) % 8
+}
+
+fn unexpected(offset: u64, expected: &'static str, found: &[u8]) -> NarError {
+    NarError { offset, kind: NarErrorKind::Unexpected { expected, found: quote(found) } }
+}
+
+/// A byte string for a message: quoted, escaped, cut to 40 bytes.
+fn quote(bytes: &[u8]) -> String {
+    let cut = &bytes[..bytes.len().min(40)];
+    let mut text = format!("\"{}\"", cut.escape_ascii());
+    if bytes.len() > 40 {
+        text.push_str("...");
+    }
+    text
+}
+
+/// What [`unpack`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unpacked {
+    /// Regular files written with their contents.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Regular files left out because `keep` refused their first bytes.
+    pub left_out: u64,
+    /// Directories and symlinks made.
+    pub others: u64,
+}
+
+/// Why [`unpack`] stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    /// The archive is malformed.
+    #[error(transparent)]
+    Nar(#[from] NarError),
+    /// Writing below the destination failed.
+    #[error("{path}: {source}", path = .path.display(), source = crate::error::describe_io(.source))]
+    Write {
+        /// The file being written.
+        path: PathBuf,
+        /// What the kernel said.
+        source: io::Error,
+    },
+}
+
+/// Writes the archive below `dest` (an empty folder, or a path that does not
+/// exist yet), reading it once. Regular files are written only when
+/// `keep(first bytes)` says so (at most 8 bytes, fewer for a shorter file):
+/// the audit needs host objects, not documentation. Everything is created
+/// new (`O_EXCL`), below folders this call made, from names the reader
+/// validated: no entry can write through a symlink or outside `dest`.
+pub fn unpack<R: Read>(
+    reader: &mut NarReader<R>,
+    dest: &Path,
+    keep: &dyn Fn(&[u8]) -> bool,
+) -> Result<Unpacked, UnpackError> {
+    let mut done = Unpacked::default();
+    while let Some(entry) = reader.next_entry()? {
+        let path = dest.join(&entry.path);
+        let write = |e| UnpackError::Write { path: path.clone(), source: e };
+        match entry.kind {
+            EntryKind::Directory => {
+                match fs::create_dir(&path) {
+                    Err(e) if !(entry.path.as_os_str().is_empty() && is_empty_dir(&path)) => {
+                        return Err(write(e));
+                    }
+                    _ => {}
+                }
+                done.others += 1;
+            }
+            EntryKind::Symlink { target } => {
+                symlink(std::ffi::OsStr::from_bytes(&target), &path).map_err(write)?;
+                done.others += 1;
+            }
+            EntryKind::Regular { executable, size } => {
+                let mut head = [0u8; 8];
+                let want = size.min(8) as usize;
+                reader.contents().read_exact(&mut head[..want]).map_err(NarError::from_io)?;
+                if !keep(&head[..want]) {
+                    done.left_out += 1;
+                    continue;
+                }
+                let mode = if executable { 0o755 } else { 0o644 };
+                let mut file = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(mode)
+                    .open(&path)
+                    .map_err(write)?;
+                file.write_all(&head[..want]).map_err(write)?;
+                let mut contents = reader.contents();
+                let copied = copy_contents(&mut contents, &mut file).map_err(|e| match e {
+                    Copy::Read(e) => UnpackError::Nar(NarError::from_io(e)),
+                    Copy::Write(e) => write(e),
+                })?;
+                done.files += 1;
+                done.bytes += want as u64 + copied;
+            }
+        }
+    }
+    Ok(done)
+}
+
+enum Copy {
+    Read(io::Error),
+    Write(io::Error),
+}
+
+fn copy_contents(from: &mut impl Read, to: &mut impl Write) -> Result<u64, Copy> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Copy::Read(e)),
+        };
+        to.write_all(&buf[..n]).map_err(Copy::Write)?;
+        total += n as u64;
+    }
+}
+
+fn is_empty_dir(path: &Path) -> bool {
+    fs::read_dir(path).is_ok_and(|mut d| d.next().is_none())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A NAR writer for tests of the reader's refusals: tokens as given, no
+    /// checks, so malformed archives can be made.
+    pub(crate) fn nar(tokens: &[Tok]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for t in tokens {
+            match t {
+                Tok::S(s) => put(&mut out, s.as_bytes()),
+                Tok::B(b) => put(&mut out, b),
+                Tok::N(n) => out.extend_from_slice(&n.to_le_bytes()),
+                Tok::Raw(b) => out.extend_from_slice(b),
+            }
+        }
+        out
+    }
+
+    fn put(out: &mut Vec<u8>, s: &[u8]) {
+        out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        out.extend_from_slice(s);
+        out.resize(out.len() + padding(s.len() as u64) as usize, 0);
+    }
+
+    pub(crate) enum Tok {
+        S(&'static str),
+        B(Vec<u8>),
+        N(u64),
+        Raw(Vec<u8>),
+    }
+    use Tok::*;
+
+    fn file(name: &'static str, contents: &'static str) -> Vec<Tok> {
+        vec![
+            S("entry"),
+            S("("),
+            S("name"),
+            S(name),
+            S("node"),
+            S("("),
+            S("type"),
+            S("regular"),
+            S("contents"),
+            S(contents),
+            S(")"),
+            S(")"),
+        ]
+    }
+
+    fn dir(entries: Vec<Vec<Tok>>) -> Vec<Tok> {
+        let mut t = vec![S("nix-archive-1"), S("("), S("type"), S("directory")];
+        t.extend(entries.into_iter().flatten());
+        t.push(S(")"));
+        t
+    }
+
+    fn read_all(bytes: &[u8]) -> Result<Vec<(Entry, Vec<u8>)>, NarError> {
+        let mut r = NarReader::new(bytes);
+        let mut out = Vec::new();
+        while let Some(e) = r.next_entry()? {
+            let mut data = Vec::new();
+            r.contents().read_to_end(&mut data).map_err(NarError::from_io)?;
+            out.push((e, data));
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn a_directory_with_files_reads_in_order() {
+        let bytes = nar(&dir(vec![file("a", "hello"), file("b", "")]));
+        let got = read_all(&bytes).unwrap();
+        let names: Vec<_> = got.iter().map(|(e, d)| (e.path.clone(), d.clone())).collect();
+        assert_eq!(
+            names,
+            vec![
+                (PathBuf::new(), vec![]),
+                (PathBuf::from("a"), b"hello".to_vec()),
+                (PathBuf::from("b"), vec![]),
+            ]
+        );
+    }
+
+    #[test]
+    fn unread_contents_are_skipped() {
+        let bytes = nar(&dir(vec![file("a", "0123456789"), file("b", "x")]));
+        let mut r = NarReader::new(bytes.as_slice());
+        let mut paths = Vec::new();
+        while let Some(e) = r.next_entry().unwrap() {
+            paths.push(e.path);
+        }
+        assert_eq!(paths, vec![PathBuf::new(), "a".into(), "b".into()]);
+        assert_eq!(r.offset(), bytes.len() as u64);
+    }
+
+    fn kind_of(bytes: &[u8]) -> NarErrorKind {
+        read_all(bytes).expect_err("the archive must be refused").kind
+    }
+
+    #[test]
+    fn names_that_escape_or_are_not_names_are_refused() {
+        for bad in ["", ".", "..", "a/b", "../x"] {
+            let mut e = file("x", "");
+            e[3] = S(bad);
+            let k = kind_of(&nar(&dir(vec![e])));
+            assert!(matches!(k, NarErrorKind::BadName(_)), "{bad:?}: {k}");
+        }
+        let mut e = file("x", "");
+        e[3] = B(b"a\0b".to_vec());
+        assert!(matches!(kind_of(&nar(&dir(vec![e]))), NarErrorKind::BadName(_)));
+    }
+
+    #[test]
+    fn duplicate_and_unsorted_entries_are_refused() {
+        let k = kind_of(&nar(&dir(vec![file("b", ""), file("a", "")])));
+        assert!(matches!(k, NarErrorKind::Order { .. }), "{k}");
+        let k = kind_of(&nar(&dir(vec![file("a", ""), file("a", "")])));
+        assert!(matches!(k, NarErrorKind::Order { .. }), "{k}");
+    }
+
+    #[test]
+    fn every_truncation_is_refused() {
+        let bytes = nar(&dir(vec![file("a", "hello"), file("b", "world!!!!")]));
+        for len in 0..bytes.len() {
+            let k = kind_of(&bytes[..len]);
+            assert!(matches!(k, NarErrorKind::Truncated), "cut at {len}: {k}");
+        }
+    }
+
+    #[test]
+    fn a_huge_declared_size_allocates_nothing() {
+        let mut t = vec![S("nix-archive-1"), S("("), S("type"), S("regular"), S("contents")];
+        t.push(N(u64::MAX));
+        let k = kind_of(&nar(&t));
+        assert!(matches!(k, NarErrorKind::Truncated), "{k}");
+        let t = vec![S("nix-archive-1"), S("("), S("type"), N(u64::MAX)];
+        assert!(matches!(kind_of(&nar(&t)), NarErrorKind::TooLong(_)));
+    }
+
+    #[test]
+    fn padding_trailing_data_and_unknown_tokens_are_refused() {
+        let mut bytes = nar(&dir(vec![file("a", "x")]));
+        let good = bytes.clone();
+        // The byte after "x" is padding.
+        let at = bytes.windows(9).position(|w| w == b"x\0\0\0\0\0\0\0\x01").unwrap();
+        bytes[at + 1] = 7;
+        assert!(matches!(kind_of(&bytes), NarErrorKind::Padding));
+        let mut trailing = good.clone();
+        trailing.extend_from_slice(&[0; 8]);
+        assert!(matches!(kind_of(&trailing), NarErrorKind::TrailingData));
+        let t = vec![S("nix-archive-1"), S("("), S("type"), S("fifo"), S(")")];
+        assert!(matches!(kind_of(&nar(&t)), NarErrorKind::Unexpected { .. }));
+        assert!(matches!(kind_of(&nar(&[S("nix-archive-2")])), NarErrorKind::Unexpected { .. }));
+        assert!(matches!(kind_of(&nar(&[Raw(vec![1, 2, 3])])), NarErrorKind::Truncated));
+    }
+
+    #[test]
+    fn nesting_is_capped() {
+        let mut t = vec![S("nix-archive-1")];
+        for _ in 0..=MAX_DEPTH {
+            t.extend([S("("), S("type"), S("directory"), S("entry"), S("("), S("name")]);
+            t.extend([S("d"), S("node")]);
+        }
+        assert!(matches!(kind_of(&nar(&t)), NarErrorKind::TooDeep));
+    }
+
+    #[test]
+    fn symlinks_and_executables_are_reported() {
+        let t = vec![
+            S("nix-archive-1"),
+            S("("),
+            S("type"),
+            S("directory"),
+            S("entry"),
+            S("("),
+            S("name"),
+            S("l"),
+            S("node"),
+            S("("),
+            S("type"),
+            S("symlink"),
+            S("target"),
+            S("../../etc/passwd"),
+            S(")"),
+            S(")"),
+            S("entry"),
+            S("("),
+            S("name"),
+            S("x"),
+            S("node"),
+            S("("),
+            S("type"),
+            S("regular"),
+            S("executable"),
+            S(""),
+            S("contents"),
+            S("#!"),
+            S(")"),
+            S(")"),
+            S(")"),
+        ];
+        let got = read_all(&nar(&t)).unwrap();
+        assert_eq!(got[1].0.kind, EntryKind::Symlink { target: b"../../etc/passwd".to_vec() });
+        assert_eq!(got[2].0.kind, EntryKind::Regular { executable: true, size: 2 });
+        assert_eq!(got[2].1, b"#!");
+    }
+}

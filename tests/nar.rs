@@ -1,0 +1,604 @@
+//! The NAR reader and the narinfo parser against real Nix: `nix-store --dump`
+//! writes the archives, `nix-hash` computes the hashes, and `nix copy` to a
+//! `file://` binary cache writes signed narinfo files and zstd-compressed
+//! NARs. Nix is installed by `make tools`; without it these tests fail.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nix_cuda_hooks::nar::{EntryKind, NarReader};
+use nix_cuda_hooks::narinfo::{Compression, NarInfo, PublicKey, Sha256};
+use sha2::Digest;
+
+/// A Nix command (Nix >= 2.18 from `make tools`, never the host's) with a
+/// throwaway store under `dir`.
+fn nix(dir: &Path, program: &str, args: &[&str]) -> Vec<u8> {
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/nix/bin").join(program);
+    let out = Command::new(&program)
+        .args(args)
+        .env("NIX_STORE_DIR", dir.join("store"))
+        .env("NIX_STATE_DIR", dir.join("state"))
+        .env("NIX_LOG_DIR", dir.join("log"))
+        .env("NIX_CONF_DIR", dir.join("etc"))
+        .env("HOME", dir.join("home"))
+        .env("NIX_PATH", "")
+        // No daemon, sandbox or substituters; no build hook (Nix run through
+        // its own loader cannot re-execute itself as `__build-remote`).
+        .env("NIX_CONFIG", "build-hook =\nsandbox = false\nsubstituters =\nbuild-users-group =\n")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("{} cannot run ({e}): run `make tools` first", program.display())
+        });
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed: {}",
+        program.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// A tree with what a NAR must get right: nesting, empty folders and files,
+/// sizes on and off the 8-byte padding, the executable bit, absolute,
+/// relative and dangling links, byte order of names (upper case first), and a
+/// name that is not UTF-8.
+fn make_tree(root: &Path) {
+    let files: &[(&str, &[u8], bool)] = &[
+        ("a", b"hello\n", false),
+        ("a-b", b"", false),
+        ("a.b", b"12345678", true),
+        ("B", b"upper", false),
+        ("lib/libx.so.1", &[0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9], false),
+        ("lib/deep/er/still/file", b"deep", true),
+    ];
+    for (path, data, exec) in files {
+        let path = root.join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, data).unwrap();
+        let mode = if *exec { 0o755 } else { 0o644 };
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+    fs::create_dir_all(root.join("empty")).unwrap();
+    fs::write(root.join(std::ffi::OsStr::from_bytes(b"caf\xe9")), b"latin-1").unwrap();
+    std::os::unix::fs::symlink("a", root.join("rel")).unwrap();
+    std::os::unix::fs::symlink("/nix/store/none", root.join("abs")).unwrap();
+    std::os::unix::fs::symlink("../../../../outside", root.join("lib/up")).unwrap();
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Node {
+    Dir,
+    File { executable: bool, data: Vec<u8> },
+    Link(Vec<u8>),
+}
+
+/// The tree as the file system has it, keyed by relative path.
+fn read_tree(root: &Path) -> BTreeMap<PathBuf, Node> {
+    fn visit(root: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, Node>) {
+        let path = root.join(rel);
+        let meta = fs::symlink_metadata(&path).unwrap();
+        let node = if meta.file_type().is_symlink() {
+            Node::Link(fs::read_link(&path).unwrap().as_os_str().as_bytes().to_vec())
+        } else if meta.is_dir() {
+            for entry in fs::read_dir(&path).unwrap() {
+                visit(root, &rel.join(entry.unwrap().file_name()), out);
+            }
+            Node::Dir
+        } else {
+            Node::File {
+                executable: meta.permissions().mode() & 0o100 != 0,
+                data: fs::read(&path).unwrap(),
+            }
+        };
+        out.insert(rel.to_path_buf(), node);
+    }
+    let mut out = BTreeMap::new();
+    visit(root, Path::new(""), &mut out);
+    out
+}
+
+/// The archive as our reader sees it, with the order it gave the paths in.
+fn read_nar(bytes: impl Read) -> (BTreeMap<PathBuf, Node>, Vec<PathBuf>) {
+    let mut reader = NarReader::new(bytes);
+    let mut out = BTreeMap::new();
+    let mut order = Vec::new();
+    while let Some(entry) = reader.next_entry().expect("real NAR must read") {
+        let node = match entry.kind {
+            EntryKind::Directory => Node::Dir,
+            EntryKind::Symlink { target } => Node::Link(target),
+            EntryKind::Regular { executable, size } => {
+                let mut data = Vec::new();
+                reader.contents().read_to_end(&mut data).unwrap();
+                assert_eq!(data.len() as u64, size);
+                Node::File { executable, data }
+            }
+        };
+        order.push(entry.path.clone());
+        out.insert(entry.path, node);
+    }
+    (out, order)
+}
+
+#[test]
+fn real_nix_dumps_read_back_as_the_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    make_tree(&tree);
+    let dump = nix(dir.path(), "nix-store", &["--dump", tree.to_str().unwrap()]);
+    let (got, order) = read_nar(dump.as_slice());
+    assert_eq!(got, read_tree(&tree));
+    // Nix writes a directory's entries in byte order of their names: the
+    // reader yields a directory before its entries, entries in that order.
+    let mut sorted = order.clone();
+    sorted.sort_by(|a, b| {
+        a.components()
+            .map(|c| c.as_os_str().as_bytes())
+            .cmp(b.components().map(|c| c.as_os_str().as_bytes()))
+    });
+    assert_eq!(order, sorted);
+
+    // Our hash of the archive, in Nix's base-32, is what nix-hash prints.
+    let ours = Sha256(sha2::Sha256::digest(&dump).into()).to_nix32();
+    let theirs =
+        nix(dir.path(), "nix-hash", &["--type", "sha256", "--base32", tree.to_str().unwrap()]);
+    assert_eq!(ours, format!("sha256:{}", String::from_utf8(theirs).unwrap().trim()));
+
+    // Every proper prefix of a real archive is refused as truncated.
+    for cut in [0, 7, 8, dump.len() / 3, dump.len() / 2, dump.len() - 8, dump.len() - 1] {
+        let mut reader = NarReader::new(&dump[..cut]);
+        let err = loop {
+            match reader.next_entry() {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("a NAR cut at {cut} of {} was accepted", dump.len()),
+                Err(e) => break e,
+            }
+        };
+        assert!(err.to_string().contains("truncated"), "cut at {cut}: {err}");
+    }
+}
+
+#[test]
+fn real_binary_cache_narinfo_verifies_and_its_nar_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for sub in ["etc", "home"] {
+        fs::create_dir_all(d.join(sub)).unwrap();
+    }
+    let tree = d.join("tree");
+    make_tree(&tree);
+    let (sk, pk, pk2) = (d.join("sk"), d.join("pk"), d.join("pk2"));
+    nix(
+        d,
+        "nix-store",
+        &["--generate-binary-cache-key", "test-1", sk.to_str().unwrap(), pk.to_str().unwrap()],
+    );
+    nix(
+        d,
+        "nix-store",
+        &[
+            "--generate-binary-cache-key",
+            "test-1",
+            d.join("sk2").to_str().unwrap(),
+            pk2.to_str().unwrap(),
+        ],
+    );
+    let path = String::from_utf8(nix(d, "nix-store", &["--add", tree.to_str().unwrap()])).unwrap();
+    let path = path.trim();
+    let cache = d.join("cache");
+    let to = format!("file://{}?compression=zstd&secret-key={}", cache.display(), sk.display());
+    nix(d, "nix", &["--extra-experimental-features", "nix-command", "copy", "--to", &to, path]);
+
+    let store_dir = d.join("store");
+    let store_dir = store_dir.to_str().unwrap();
+    let hash_part = &path[store_dir.len() + 1..][..32];
+    let text = fs::read_to_string(cache.join(format!("{hash_part}.narinfo"))).unwrap();
+    let info = NarInfo::parse(&text, store_dir).unwrap();
+    assert_eq!(info.store_path, path);
+    assert_eq!(info.compression, Compression::Zstd);
+
+    // Nix's signature verifies with Nix's public key, and not with another.
+    let key = PublicKey::parse(fs::read_to_string(&pk).unwrap().trim()).unwrap();
+    assert_eq!(info.verify(store_dir, std::slice::from_ref(&key)).unwrap(), "test-1");
+    let other = PublicKey::parse(fs::read_to_string(&pk2).unwrap().trim()).unwrap();
+    let err = info.verify(store_dir, &[other]).unwrap_err();
+    assert!(err.to_string().contains("does not match"), "{err}");
+
+    // The compressed NAR decompresses, as a stream, to the archive whose hash
+    // and size the narinfo states, and reads back as the store path's tree.
+    let file = fs::File::open(cache.join(&info.url)).unwrap();
+    let decoder = ruzstd::decoding::StreamingDecoder::new(file).unwrap();
+    let mut hashing = HashingReader { inner: decoder, hasher: sha2::Sha256::new(), len: 0 };
+    let (got, _) = read_nar(&mut hashing);
+    assert_eq!(got, read_tree(Path::new(path)));
+    assert_eq!(hashing.len, info.nar_size);
+    assert_eq!(Sha256(hashing.hasher.finalize().into()), info.nar_hash);
+}
+
+struct HashingReader<R> {
+    inner: R,
+    hasher: sha2::Sha256,
+    len: u64,
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+}
+
+// ---- the cache client ------------------------------------------------------
+
+use nix_cuda_hooks::cache::{Cache, CacheError};
+
+/// A real binary cache written by `nix copy` with `compression`, signed.
+struct RealCache {
+    dir: tempfile::TempDir,
+    store_path: String,
+    cache: PathBuf,
+    public_key: String,
+}
+
+fn real_cache(compression: &str) -> RealCache {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for sub in ["etc", "home"] {
+        fs::create_dir_all(d.join(sub)).unwrap();
+    }
+    let tree = d.join("tree");
+    make_tree(&tree);
+    let (sk, pk) = (d.join("sk"), d.join("pk"));
+    nix(
+        d,
+        "nix-store",
+        &["--generate-binary-cache-key", "test-1", sk.to_str().unwrap(), pk.to_str().unwrap()],
+    );
+    let store_path =
+        String::from_utf8(nix(d, "nix-store", &["--add", tree.to_str().unwrap()])).unwrap();
+    let store_path = store_path.trim().to_string();
+    let cache = d.join("cache");
+    let to =
+        format!("file://{}?compression={compression}&secret-key={}", cache.display(), sk.display());
+    nix(
+        d,
+        "nix",
+        &["--extra-experimental-features", "nix-command", "copy", "--to", &to, &store_path],
+    );
+    let public_key = fs::read_to_string(&pk).unwrap().trim().to_string();
+    RealCache { dir, store_path, cache, public_key }
+}
+
+impl RealCache {
+    fn narinfo(&self) -> PathBuf {
+        let base = Path::new(&self.store_path).file_name().unwrap().to_str().unwrap();
+        self.cache.join(format!("{}.narinfo", &base[..32]))
+    }
+    fn keys(&self) -> Vec<nix_cuda_hooks::narinfo::PublicKey> {
+        vec![PublicKey::parse(&self.public_key).unwrap()]
+    }
+    fn open(&self, url: &str) -> Cache {
+        Cache::open(url, self.keys()).unwrap()
+    }
+    fn file_url(&self) -> String {
+        format!("file://{}", self.cache.display())
+    }
+}
+
+fn keep_all(_: &[u8]) -> bool {
+    true
+}
+
+#[test]
+fn every_compression_nix_writes_is_read_and_verified() {
+    for compression in ["xz", "zstd", "bzip2", "none"] {
+        let c = real_cache(compression);
+        let cache = c.open(&c.file_url());
+        assert_eq!(cache.store_dir(), c.dir.path().join("store").to_str().unwrap());
+        let dest = c.dir.path().join("out");
+        let fetched = cache
+            .fetch(&c.store_path, &dest, &keep_all)
+            .unwrap_or_else(|e| panic!("{compression}: {e}"));
+        assert_eq!(read_tree(&dest), read_tree(Path::new(&c.store_path)), "{compression}");
+        assert_eq!(fetched.unpacked.left_out, 0);
+        // Keeping only ELF files writes the one ELF file and counts the rest.
+        let elf_only = c.dir.path().join("elf");
+        let fetched = cache
+            .fetch(&c.store_path, &elf_only, &|head: &[u8]| head.starts_with(b"\x7fELF"))
+            .unwrap();
+        assert_eq!(fetched.unpacked.files, 1, "{compression}");
+        assert_eq!(
+            fs::read(elf_only.join("lib/libx.so.1")).unwrap(),
+            fs::read(Path::new(&c.store_path).join("lib/libx.so.1")).unwrap()
+        );
+        assert!(!elf_only.join("a").exists());
+    }
+}
+
+/// Serves `root` over HTTP/1.1 on 127.0.0.1 for at most 32 connections; a
+/// request for a path ending in `.truncated` gets half its body and a closed
+/// connection.
+fn serve(root: PathBuf) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(32) {
+            let Ok(mut stream) = stream else { continue };
+            let mut line = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).unwrap_or(0) <= 2 {
+                    break;
+                }
+            }
+            let rel =
+                line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_string();
+            let (rel, truncate) = match rel.strip_suffix(".truncated") {
+                Some(r) => (r.to_string(), true),
+                None => (rel, false),
+            };
+            match fs::read(root.join(&rel)) {
+                Ok(body) => {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let sent = if truncate { &body[..body.len() / 2] } else { &body[..] };
+                    let _ = stream.write_all(sent);
+                }
+                Err(_) => {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                }
+            }
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+#[test]
+fn http_cache_reads_like_the_folder() {
+    let c = real_cache("xz");
+    let cache = c.open(&serve(c.cache.clone()));
+    let dest = c.dir.path().join("out");
+    cache.fetch(&c.store_path, &dest, &keep_all).unwrap();
+    assert_eq!(read_tree(&dest), read_tree(Path::new(&c.store_path)));
+}
+
+/// Rewrites one line of the narinfo.
+fn edit_narinfo(c: &RealCache, field: &str, value: &str) {
+    let text = fs::read_to_string(c.narinfo()).unwrap();
+    let text: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with(&format!("{field}: ")) {
+                format!("{field}: {value}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    fs::write(c.narinfo(), text.join("\n") + "\n").unwrap();
+}
+
+fn fetch_error(c: &RealCache, url: &str, keys: bool) -> CacheError {
+    let cache = Cache::open(url, if keys { c.keys() } else { vec![] }).unwrap();
+    let dest = c.dir.path().join("out");
+    let err = cache.fetch(&c.store_path, &dest, &keep_all).expect_err("the fetch must fail");
+    assert!(err.to_string().starts_with(&c.store_path), "the error names the path: {err}");
+    assert!(!dest.exists(), "nothing is left of a failed fetch: {err}");
+    err
+}
+
+#[test]
+fn bad_caches_are_clear_errors_naming_the_path() {
+    // A missing narinfo.
+    let c = real_cache("none");
+    fs::remove_file(c.narinfo()).unwrap();
+    assert!(matches!(fetch_error(&c, &c.file_url(), true), CacheError::NotFound { .. }));
+
+    // A wrong NarHash: refused by the signature with keys, by the hash without.
+    let c = real_cache("none");
+    edit_narinfo(&c, "NarHash", &format!("sha256:{}", "0".repeat(52)));
+    let err = fetch_error(&c, &c.file_url(), true);
+    assert!(
+        matches!(err, CacheError::NarInfo { .. }) && err.to_string().contains("does not match"),
+        "{err}"
+    );
+    let err = fetch_error(&c, &c.file_url(), false);
+    assert!(
+        matches!(err, CacheError::Mismatch { .. }) && err.to_string().contains("NarHash"),
+        "{err}"
+    );
+
+    // An unsigned narinfo when keys are trusted.
+    let c = real_cache("none");
+    let text = fs::read_to_string(c.narinfo()).unwrap();
+    fs::write(
+        c.narinfo(),
+        text.lines().filter(|l| !l.starts_with("Sig: ")).collect::<Vec<_>>().join("\n"),
+    )
+    .unwrap();
+    let err = fetch_error(&c, &c.file_url(), true);
+    assert!(err.to_string().contains("not signed"), "{err}");
+
+    // An unknown compression.
+    let c = real_cache("none");
+    edit_narinfo(&c, "Compression", "lz4");
+    let err = fetch_error(&c, &c.file_url(), false);
+    assert!(
+        matches!(err, CacheError::Compression { .. }) && err.to_string().contains("lz4"),
+        "{err}"
+    );
+
+    // A corrupted NAR (one byte of a file's contents changed): the hash.
+    let c = real_cache("none");
+    let info = NarInfo::parse(
+        &fs::read_to_string(c.narinfo()).unwrap(),
+        c.dir.path().join("store").to_str().unwrap(),
+    )
+    .unwrap();
+    let nar = c.cache.join(&info.url);
+    let mut bytes = fs::read(&nar).unwrap();
+    let at = bytes.windows(6).position(|w| w == b"hello\n").unwrap();
+    bytes[at] = b'j';
+    fs::write(&nar, &bytes).unwrap();
+    let err = fetch_error(&c, &c.file_url(), false);
+    assert!(matches!(err, CacheError::Mismatch { .. }), "{err}");
+
+    // A truncated NAR file, and a truncated download.
+    for (compression, over_http) in [("xz", false), ("zstd", false), ("none", false), ("xz", true)]
+    {
+        let c = real_cache(compression);
+        let info = NarInfo::parse(
+            &fs::read_to_string(c.narinfo()).unwrap(),
+            c.dir.path().join("store").to_str().unwrap(),
+        )
+        .unwrap();
+        let url = if over_http {
+            edit_narinfo(&c, "URL", &format!("{}.truncated", info.url));
+            serve(c.cache.clone())
+        } else {
+            let nar = c.cache.join(&info.url);
+            let bytes = fs::read(&nar).unwrap();
+            fs::write(&nar, &bytes[..bytes.len() / 2]).unwrap();
+            c.file_url()
+        };
+        let err = fetch_error(&c, &url, false);
+        assert!(matches!(err, CacheError::Nar { .. }), "{compression} http={over_http}: {err}");
+    }
+
+    // Not a store path of the cache's store.
+    let c = real_cache("none");
+    let cache = c.open(&c.file_url());
+    let err = cache.fetch("/nix/store/x-y", &c.dir.path().join("out"), &keep_all).unwrap_err();
+    assert!(matches!(err, CacheError::NotStorePath { .. }), "{err}");
+}
+
+#[test]
+fn local_nar_files_are_read_by_their_extension() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    make_tree(&tree);
+    let dump = nix(dir.path(), "nix-store", &["--dump", tree.to_str().unwrap()]);
+    let nar = dir.path().join("x.nar");
+    fs::write(&nar, &dump).unwrap();
+    let dest = dir.path().join("out");
+    nix_cuda_hooks::cache::unpack_file(&nar, &dest, &keep_all).unwrap();
+    assert_eq!(read_tree(&dest), read_tree(&tree));
+    let odd = dir.path().join("x.nar.lz4");
+    fs::write(&odd, &dump).unwrap();
+    let err =
+        nix_cuda_hooks::cache::unpack_file(&odd, &dir.path().join("out2"), &keep_all).unwrap_err();
+    assert!(err.to_string().contains("x.nar.lz4"), "{err}");
+}
+
+#[test]
+fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for sub in ["etc", "home"] {
+        fs::create_dir_all(d.join(sub)).unwrap();
+    }
+    // Three real build outputs: top refers to mid, mid to leaf.
+    let expr = r#"
+      let mk = name: text: derivation {
+            inherit name; system = builtins.currentSystem; builder = "/bin/sh";
+            args = [ "-c" "PATH=/usr/bin:/bin; mkdir $out; echo '${text}' > $out/ref" ];
+          };
+          leaf = mk "leaf" "none";
+          mid = mk "mid" "${leaf}";
+      in mk "top" "${mid}""#;
+    let top = nix(
+        d,
+        "nix-build",
+        &[
+            "--no-out-link",
+            "--option",
+            "sandbox",
+            "false",
+            "--option",
+            "substituters",
+            "",
+            "--option",
+            "build-users-group",
+            "",
+            "-E",
+            expr,
+        ],
+    );
+    let top = String::from_utf8(top).unwrap().trim().to_string();
+    let (sk, pk) = (d.join("sk"), d.join("pk"));
+    nix(
+        d,
+        "nix-store",
+        &["--generate-binary-cache-key", "test-1", sk.to_str().unwrap(), pk.to_str().unwrap()],
+    );
+    let cache_dir = d.join("cache");
+    let to = format!("file://{}?secret-key={}", cache_dir.display(), sk.display());
+    nix(d, "nix", &["--extra-experimental-features", "nix-command", "copy", "--to", &to, &top]);
+    let closure: Vec<String> = String::from_utf8(nix(d, "nix-store", &["-qR", &top]))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(closure.len(), 3);
+
+    let key = PublicKey::parse(fs::read_to_string(&pk).unwrap().trim()).unwrap();
+    let cache = Cache::open(&format!("file://{}", cache_dir.display()), vec![key]).unwrap();
+    let count = std::sync::atomic::AtomicUsize::new(0);
+    let done = |_: &str, _: &Result<nix_cuda_hooks::cache::Fetched, CacheError>| {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    };
+    let out = d.join("out");
+    fs::create_dir(&out).unwrap();
+    let got = cache.fetch_all(std::slice::from_ref(&top), true, &out, &keep_all, 4, &done);
+    let mut paths: Vec<String> = got.iter().map(|(p, _)| p.clone()).collect();
+    paths.sort();
+    let mut expected = closure.clone();
+    expected.sort();
+    assert_eq!(paths, expected);
+    assert_eq!(count.load(std::sync::atomic::Ordering::Relaxed), 3);
+    for (path, result) in &got {
+        result.as_ref().unwrap_or_else(|e| panic!("{path}: {e}"));
+        let base = Path::new(path).file_name().unwrap();
+        assert_eq!(read_tree(&out.join(base)), read_tree(Path::new(path)));
+    }
+
+    // Without --closure only the root; with a member's narinfo gone, that
+    // member is an error naming it and the others are still read.
+    let only = d.join("only");
+    fs::create_dir(&only).unwrap();
+    assert_eq!(
+        cache.fetch_all(std::slice::from_ref(&top), false, &only, &keep_all, 4, &done).len(),
+        1
+    );
+    let mid = closure.iter().find(|p| p.ends_with("-mid")).unwrap();
+    let mid_hash = &Path::new(mid).file_name().unwrap().to_str().unwrap()[..32];
+    fs::remove_file(cache_dir.join(format!("{mid_hash}.narinfo"))).unwrap();
+    let again = d.join("again");
+    fs::create_dir(&again).unwrap();
+    let got = cache.fetch_all(std::slice::from_ref(&top), true, &again, &keep_all, 4, &done);
+    assert_eq!(got.len(), 2, "the leaf is unknown once mid is missing");
+    let (_, err) = got.iter().find(|(p, _)| p == mid).unwrap();
+    let err = err.as_ref().unwrap_err();
+    assert!(
+        matches!(err, CacheError::NotFound { .. }) && err.to_string().starts_with(mid.as_str()),
+        "{err}"
+    );
+    assert!(got.iter().any(|(p, r)| p == &top && r.is_ok()));
+}
