@@ -13,7 +13,7 @@ cd "$(dirname "$0")"
 secs=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(reader hostelf runpath capabilities nar)
+[ ${#targets[@]} -gt 0 ] || targets=(reader hostelf runpath capabilities emitters nar)
 jobs=${JOBS:-2}
 [ -d corpus ] || ./seeds.sh
 mkdir -p logs

@@ -10,7 +10,7 @@ root=$(cd .. && pwd)
 out=corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"/{reader,hostelf,runpath,capabilities,nar}
+mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters,nar}
 
 # gcc-built host files: every layout the writer has a strategy for.
 cat >"$work/lib.c" <<'C'
@@ -72,6 +72,15 @@ for s in "8.6 9.0" "86;90" "86-real;90-virtual" "8.6;9.0+PTX" "sm_86,sm_90" "com
     "12.8 8.6" "99.9" "sm_100a" "10.1" "1.0"; do
     printf '%s' "$s" >"$out/capabilities/seed-$i"; i=$((i + 1))
 done
+# Emitter records (NUL-separated; the first byte picks file, finding,
+# failure or link): hostile names of every kind the tests use.
+i=0
+for s in '\x01not-utf8-\xff\xfe' '\x05new\nline\r' '\x02esc-\x1b[31m' '\x03-rf' \
+    '\x09{"findings":[]}' '\x01::error file=x,title=y::z%%0A,%%25' '\x0050%% a:b,c #frag ?q=1'; do
+    printf "$s" >"$out/emitters/seed-$i"; i=$((i + 1))
+done
+printf '\x01a\x00\x01b\x00\x01c\x00\x01d\x00\x01e\x00\x01f\x00\x01g\x00\x01h\x00\x01i\x00\x01j\x00\x01k\x00\x02x' >"$out/emitters/seed-cap"
+
 # NARs written by Nix itself (nix-store --dump) of small trees, and
 # narinfo files written by `nix copy` to a signed file:// cache.
 nixdir=$work/nix
@@ -96,6 +105,6 @@ cp "$work/libplain.so" "$nixdir/tree/" 2>/dev/null || true
     # The parser is fuzzed with /nix/store as the store.
     sed "s|$nixdir/store|/nix/store|g" "$nixdir"/cache/*.narinfo >"$out/nar/narinfo"
 ) >/dev/null 2>&1 || echo "seeds.sh: Nix is missing (make tools): no NAR seeds" >&2
-for t in reader hostelf runpath capabilities nar; do
+for t in reader hostelf runpath capabilities emitters nar; do
     echo "$t: $(ls "$out/$t" | wc -l) seeds"
 done

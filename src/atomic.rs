@@ -98,6 +98,10 @@ pub struct Replacement {
     file: Option<File>,
 }
 
+/// The operation named when the temporary file cannot be created (callers
+/// recognise it to add a hint about read-only folders).
+pub const TEMP_CREATE: &str = "cannot create the temporary file of the replacement in its folder";
+
 impl Replacement {
     /// Creates the temporary file (mode 0600 until commit).
     pub fn create(target: &Path) -> Result<Replacement, PathError> {
@@ -109,11 +113,12 @@ impl Replacement {
                     return Ok(Replacement { target: target.to_path_buf(), temp, file: Some(file) })
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(PathError::new(target, e)),
+                Err(e) => return Err(PathError::during(target, TEMP_CREATE, e)),
             }
         }
-        Err(PathError::new(
+        Err(PathError::during(
             target,
+            TEMP_CREATE,
             io::Error::new(io::ErrorKind::AlreadyExists, "no free temporary name"),
         ))
     }
@@ -138,27 +143,37 @@ impl Replacement {
         sync: bool,
     ) -> Result<(), PathError> {
         let file = self.file.take().expect("file present until commit");
-        let err = |e| PathError::new(&self.target, e);
-        let meta = file.metadata().map_err(err)?;
+        let target = self.target.clone();
+        let err = |op: &'static str| {
+            let target = target.clone();
+            move |e| PathError::during(target, op, e)
+        };
+        let meta = file.metadata().map_err(err("cannot read the new file's metadata"))?;
         if meta.uid() != original.uid() || meta.gid() != original.gid() {
             std::os::unix::fs::fchown(&file, Some(original.uid()), Some(original.gid()))
-                .map_err(err)?;
+                .map_err(err("cannot give the new file the old file's owner"))?;
         }
         file.set_permissions(std::fs::Permissions::from_mode(original.mode() & 0o7777))
-            .map_err(err)?;
+            .map_err(err("cannot give the new file the old file's mode"))?;
         if sync {
-            file.sync_all().map_err(err)?;
+            file.sync_all().map_err(err("cannot sync the new file"))?;
         }
         drop(file);
-        std::fs::rename(&self.temp, &self.target).map_err(err)?;
+        std::fs::rename(&self.temp, &self.target)
+            .map_err(err("cannot rename the new file over the old one"))?;
         // The temporary name is gone now; nothing for Drop to clean.
         self.temp = PathBuf::new();
         for link in links {
             let temp = temp_name(link);
-            std::fs::hard_link(&self.target, &temp).map_err(|e| PathError::new(link, e))?;
+            std::fs::hard_link(&self.target, &temp)
+                .map_err(|e| PathError::during(link, "cannot hard-link the new file here", e))?;
             if let Err(e) = std::fs::rename(&temp, link) {
                 let _ = std::fs::remove_file(&temp);
-                return Err(PathError::new(link, e));
+                return Err(PathError::during(
+                    link,
+                    "cannot switch this hard link to the new file",
+                    e,
+                ));
             }
         }
         Ok(())

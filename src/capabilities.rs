@@ -334,6 +334,19 @@ pub struct Code {
     pub target: Capability,
 }
 
+impl Code {
+    /// `sm_90a` for SASS, `compute_90a` for PTX: nvcc's spelling, the one
+    /// every line of the report uses.
+    pub fn name(&self) -> String {
+        let t = self.target;
+        let prefix = match self.kind {
+            CodeKind::Sass => "sm",
+            CodeKind::Ptx => "compute",
+        };
+        format!("{prefix}_{}{}{}", t.major, t.minor, t.variant.suffix())
+    }
+}
+
 /// How a GPU would run a file's code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -373,6 +386,23 @@ pub fn runs_on(code: Code, device: Capability) -> Runs {
 /// The best way any of `codes` runs on `device`.
 pub fn coverage<'a>(codes: impl IntoIterator<Item = &'a Code>, device: Capability) -> Runs {
     codes.into_iter().map(|c| runs_on(*c, device.device())).max().unwrap_or(Runs::No)
+}
+
+/// Which of `codes` a device of capability `device` would run, and how: the
+/// newest code at the best level (SASS over PTX), as the driver prefers the
+/// closest match. `None` when nothing runs. This is what the text report's
+/// coverage line shows per requested capability (`9.0: SASS sm_90a`).
+pub fn covering<'a>(
+    codes: impl IntoIterator<Item = &'a Code>,
+    device: Capability,
+) -> Option<(Runs, Code)> {
+    codes
+        .into_iter()
+        .map(|c| (runs_on(*c, device.device()), *c))
+        .filter(|(r, _)| *r != Runs::No)
+        .max_by_key(|(r, c)| {
+            (*r, c.target.major, c.target.minor, c.target.variant == device.variant)
+        })
 }
 
 #[cfg(test)]
@@ -518,5 +548,22 @@ mod tests {
         assert_eq!(Capability::parse("8\u{e9}"), None);
         assert_eq!(Capability::parse("sm_\u{1f600}a"), None);
         assert!(matches!(parse_list("8.6 \u{75e}"), Err(CapError::Syntax(_))));
+    }
+
+    #[test]
+    fn covering_names_the_code_the_driver_would_pick() {
+        let code = |kind, t: &str| Code { kind, target: Capability::parse(t).unwrap() };
+        let codes = [
+            code(CodeKind::Sass, "8.0"),
+            code(CodeKind::Sass, "8.6"),
+            code(CodeKind::Sass, "9.0a"),
+            code(CodeKind::Ptx, "8.0"),
+        ];
+        let pick =
+            |t: &str| covering(&codes, Capability::parse(t).unwrap()).map(|(r, c)| (r, c.name()));
+        assert_eq!(pick("8.9"), Some((Runs::Native, "sm_86".into())));
+        assert_eq!(pick("9.0"), Some((Runs::Native, "sm_90a".into())));
+        assert_eq!(pick("12.0"), Some((Runs::Jit, "compute_80".into())));
+        assert_eq!(covering(&codes[..3], Capability::parse("7.5").unwrap()), None);
     }
 }

@@ -6,6 +6,7 @@
 //! under `--check`, an error finding), 2 the tool itself failed (bad
 //! arguments, unreadable build environment, I/O errors it could not get past).
 
+use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
@@ -24,8 +25,8 @@ pub struct CommonArgs {
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// Outside a build, print more log levels on stderr (-v warn, -vvv info, ...).
-    /// Inside a build, NIX_DEBUG decides, as in setup.sh.
+    /// Outside a build, log more on stderr: errors and warnings always, -v
+    /// notices, -vv infos, up to -vvvvvv. Inside a build NIX_DEBUG decides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
 }
@@ -67,6 +68,22 @@ pub fn run(tool: &str, body: impl FnOnce() -> anyhow::Result<u8>) -> ExitCode {
     }
 }
 
+/// The part of `--help` after the options: the environment variables a
+/// binary reads and its exit statuses, laid out alike for the three tools.
+pub fn after_help(env: &[(&str, &str)], exits: &[(&str, &str)]) -> String {
+    let mut out = String::from("Environment:\n");
+    let width = env.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (name, what) in env {
+        out.push_str(&format!("  {name:width$}  {what}\n"));
+    }
+    out.push_str("\nExit status:\n");
+    for (code, what) in exits {
+        out.push_str(&format!("  {code:>3}  {what}\n"));
+    }
+    out.pop();
+    out
+}
+
 /// Writes a serialisable report as pretty JSON plus a newline to stdout.
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
@@ -103,10 +120,87 @@ pub fn expand_paths(
     Ok(out)
 }
 
+/// cuobjdump's options that `cuda-elf-inspect` does not implement, long and
+/// short forms: refused with a message naming them, instead of clap reading
+/// `-sass` as the flags `-s -a -s -s` and suggesting `-- -s`.
+const CUOBJDUMP_UNSUPPORTED: &[(&str, &str)] = &[
+    ("--dump-elf", "-elf"),
+    ("--dump-elf-symbols", "-symbols"),
+    ("--dump-ptx", "-ptx"),
+    ("--dump-resource-usage", "-res-usage"),
+    ("--dump-sass", "-sass"),
+    ("--extract-elf", "-xelf"),
+    ("--extract-ptx", "-xptx"),
+    ("--extract-text", "-xtext"),
+    ("--function", "-fun"),
+    ("--function-index", "-findex"),
+    ("--gpu-architecture", "-arch"),
+    ("--list-text", "-ltext"),
+    ("--options-file", "-optf"),
+    ("--sort-functions", "-sort"),
+];
+
+/// Rewrites cuobjdump's single-dash listing options (`-lelf`, `-lptx`,
+/// `-all`) to ours and refuses the cuobjdump options we do not implement,
+/// naming them. Arguments after `--` are paths and are left alone (a file
+/// may be called `-lelf`).
+pub fn cuobjdump_args(args: impl IntoIterator<Item = OsString>) -> Result<Vec<OsString>, String> {
+    let mut out = Vec::new();
+    let mut options_done = false;
+    for (i, arg) in args.into_iter().enumerate() {
+        let text = arg.to_str().filter(|_| i > 0 && !options_done);
+        match text {
+            Some("--") => {
+                options_done = true;
+                out.push(arg);
+            }
+            Some("-lelf") => out.push("--list-elf".into()),
+            Some("-lptx") => out.push("--list-ptx".into()),
+            Some("-all") => out.push("--all-fatbin".into()),
+            Some(t) => {
+                let name = t.split('=').next().unwrap_or(t);
+                if let Some((long, short)) =
+                    CUOBJDUMP_UNSUPPORTED.iter().find(|(l, s)| *l == name || *s == name)
+                {
+                    return Err(format!(
+                        "{t}: cuobjdump's {long} ({short}) is not implemented; only its listing options are \
+                         (--list-elf/-lelf, --list-ptx/-lptx, --all-fatbin/-all): use cuobjdump for dumps and extraction"
+                    ));
+                }
+                out.push(arg);
+            }
+            None => out.push(arg),
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    fn args(list: &[&str]) -> Result<Vec<String>, String> {
+        cuobjdump_args(list.iter().map(OsString::from))
+            .map(|v| v.into_iter().map(|a| a.into_string().unwrap()).collect())
+    }
+
+    #[test]
+    fn cuobjdump_listing_options_are_rewritten_until_double_dash() {
+        assert_eq!(
+            args(&["x", "-lelf", "-all", "f", "--", "-lptx"]).unwrap(),
+            ["x", "--list-elf", "--all-fatbin", "f", "--", "-lptx"]
+        );
+    }
+
+    #[test]
+    fn unsupported_cuobjdump_options_are_named() {
+        let e = args(&["x", "-sass", "f"]).unwrap_err();
+        assert!(e.starts_with("-sass: cuobjdump's --dump-sass (-sass) is not implemented"), "{e}");
+        let e = args(&["x", "--gpu-architecture=sm_80", "f"]).unwrap_err();
+        assert!(e.contains("--gpu-architecture (-arch)"), "{e}");
+        assert_eq!(args(&["x", "--", "-sass"]).unwrap(), ["x", "--", "-sass"]);
+    }
 
     #[test]
     fn a_dash_reads_the_list_from_stdin() {

@@ -167,6 +167,50 @@ pub fn folder_entry(dir: &Path) -> Vec<u8> {
     v
 }
 
+/// Whether a driver link folder can become a RUNPATH entry: absolute (a
+/// relative entry is read against the working directory of whoever runs the
+/// program), no `:` (the loader splits RUNPATH there), not empty.
+pub fn check_driver_link(link: &Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = link.as_os_str().as_bytes();
+    if bytes.is_empty() {
+        Err("the driver link is empty; expected an absolute folder such as /run/opengl-driver"
+            .into())
+    } else if bytes[0] != b'/' {
+        Err(format!(
+            "{}: the driver link must be an absolute path (a relative RUNPATH entry is read against the working directory at run time)",
+            link.display()
+        ))
+    } else if bytes.contains(&b':') {
+        Err(format!(
+            "{}: the driver link must not contain ':' (the loader splits RUNPATH at ':')",
+            link.display()
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The path to walk for a file or folder given by hand. A link is followed:
+/// to a folder, through a trailing `/` so that reports still name the path
+/// as given (`result/lib/x.so`); to a file, to the real file, so that the
+/// file is patched and the link stays a link. Without this the walk, which
+/// never follows links, would find nothing and say nothing.
+pub fn explicit_target(path: &Path) -> Result<PathBuf, PathError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| PathError::new(path, e))?;
+    if !meta.file_type().is_symlink() {
+        return Ok(path.to_path_buf());
+    }
+    let target = std::fs::metadata(path).map_err(|e| PathError::new(path, e))?;
+    if target.is_dir() {
+        let mut with_slash = path.as_os_str().to_os_string();
+        with_slash.push("/");
+        Ok(PathBuf::from(with_slash))
+    } else {
+        std::fs::canonicalize(path).map_err(|e| PathError::new(path, e))
+    }
+}
+
 /// What happened to one file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -286,7 +330,7 @@ enum FileError {
     Elf(#[from] ElfError),
     #[error("{}", crate::error::describe_io(.0))]
     Io(#[from] io::Error),
-    #[error("{}", crate::error::describe_io(&.0.source))]
+    #[error("{}", .0.reason())]
     Path(#[from] PathError),
 }
 
@@ -296,6 +340,21 @@ pub fn process_file(path: &Path, links: &[PathBuf], cfg: &Config) -> FileReport 
     match process_inner(path, links, cfg, &mut report) {
         Ok(()) => report,
         Err(FileError::Elf(e)) => report.failed(ErrorKind::Elf, e.to_string()),
+        Err(FileError::Path(e))
+            if e.op == Some(atomic::TEMP_CREATE)
+                && matches!(
+                    e.source.raw_os_error(),
+                    Some(libc::EACCES | libc::EPERM | libc::EROFS)
+                ) =>
+        {
+            // A read-only folder: say what would work instead.
+            let hint = if cfg.in_place {
+                "the folder is read-only and the file could not be patched in place: make the folder or the file writable"
+            } else {
+                "the folder is read-only: make it writable, or make the file writable and pass --in-place"
+            };
+            report.failed(ErrorKind::Io, format!("{} ({hint})", e.reason()))
+        }
         Err(e) => report.failed(ErrorKind::Io, e.to_string()),
     }
 }

@@ -9,10 +9,14 @@ use std::path::PathBuf;
 
 /// An I/O failure on one path.
 #[derive(Debug, thiserror::Error)]
-#[error("{}: {}", path.display(), describe_io(source))]
+#[error("{}: {}{}", path.display(), op.map(|o| format!("{o}: ")).unwrap_or_default(), describe_io(source))]
 pub struct PathError {
     /// The file or folder the operation was about.
     pub path: PathBuf,
+    /// What was being done, when the path alone does not say it (a bare
+    /// "operation not permitted" on a file that was only read is a puzzle;
+    /// "cannot rename the new file over it: operation not permitted" is not).
+    pub op: Option<&'static str>,
     /// What the kernel said.
     #[source]
     pub source: io::Error,
@@ -21,7 +25,20 @@ pub struct PathError {
 impl PathError {
     /// Wraps `source` with the path it happened on.
     pub fn new(path: impl Into<PathBuf>, source: io::Error) -> PathError {
-        PathError { path: path.into(), source }
+        PathError { path: path.into(), op: None, source }
+    }
+
+    /// Wraps `source` with the path and the operation that failed.
+    pub fn during(path: impl Into<PathBuf>, op: &'static str, source: io::Error) -> PathError {
+        PathError { path: path.into(), op: Some(op), source }
+    }
+
+    /// The message without the path: `op: reason`.
+    pub fn reason(&self) -> String {
+        match self.op {
+            Some(op) => format!("{op}: {}", describe_io(&self.source)),
+            None => describe_io(&self.source),
+        }
     }
 }
 

@@ -79,7 +79,7 @@ checks! {
         "remove the */lib/stubs entry (removeStubsFromRunpathHook, or link against stubs with -Wl,--as-needed and no rpath)";
     MissingDriverRunpath = "missing-driver-runpath", Error, "entry",
         "the file needs libcuda.so.1 but /run/opengl-driver/lib is not on its RUNPATH, so it cannot find the driver on NixOS",
-        "add autoAddDriverRunpath to nativeBuildInputs";
+        "add autoAddDriverRunpath to nativeBuildInputs (outside Nix: auto-add-driver-runpath FILE)";
     TmpdirInRunpath = "tmpdir-in-runpath", Error, "entry",
         "a RUNPATH entry points into the build folder, which does not exist at run time (and may be writable by others)",
         "fix the build system's rpath flags, or drop the entry (patchelf --shrink-rpath)";
@@ -96,8 +96,8 @@ checks! {
         "a requested GPU capability runs only through the driver's PTX JIT: slow first start, needs a new enough driver",
         "add SASS for this capability (-gencode arch=compute_XY,code=sm_XY)";
     MissingForwardCompatPtx = "missing-forward-compat-ptx", Warning, "capability",
-        "forward compatibility was requested but there is no PTX for the last capability, so newer GPUs get nothing",
-        "add -gencode arch=compute_XY,code=compute_XY for the last capability, or set cudaForwardCompat = false";
+        "forward compatibility (on by default, as Nixpkgs' cudaForwardCompat) needs PTX for the last capability, else newer GPUs get nothing",
+        "add -gencode arch=compute_XY,code=compute_XY for the last capability, or turn it off: cudaForwardCompat = false in Nix, --no-forward-compat here";
     UnrequestedArch = "unrequested-arch", Info, "arch",
         "the file carries code for a capability nobody asked for: larger outputs, longer builds",
         "check the build system's architecture flags";
@@ -223,7 +223,10 @@ pub struct Finding {
     pub check: CheckId,
     /// Severity (the check's default).
     pub severity: Severity,
-    /// The file, as the user named it or as the walk found it.
+    /// The file, as the user named it or as the walk found it. Written to
+    /// JSON as text (bytes that are not UTF-8 become U+FFFD): a JSON string
+    /// cannot hold them, and a report must never fail on a file's name.
+    #[serde(serialize_with = "ser_lossy_path")]
     pub path: PathBuf,
     /// One sentence about this file.
     pub message: String,
@@ -241,6 +244,12 @@ pub struct Finding {
     /// baselines match across them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
+}
+
+/// A path as JSON text, never an error (serde's own `Path` impl refuses
+/// names that are not UTF-8).
+pub fn ser_lossy_path<S: serde::Serializer>(p: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&p.to_string_lossy())
 }
 
 /// Removes a Nix store hash from a path component (`<32 base32 chars>-name` -> `name`).

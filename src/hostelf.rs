@@ -38,6 +38,18 @@ pub enum ReadError {
     /// Broken ELF structure (headers, section table).
     #[error("malformed ELF file: {0}")]
     Elf(String),
+    /// A table the header points to ends past the end of the file: worded
+    /// as auto-add-driver-runpath words it (`elf::ElfError::Truncated`), so
+    /// the two tools describe one truncated file alike.
+    #[error("truncated: {what} at offset {offset:#x} runs past the end of the file ({len} bytes)")]
+    Truncated {
+        /// The table.
+        what: &'static str,
+        /// Where the header says it starts.
+        offset: u64,
+        /// The file's (or member's) length.
+        len: u64,
+    },
     /// Broken archive structure.
     #[error("malformed archive: {0}")]
     Archive(String),
@@ -190,7 +202,16 @@ fn parse_elf<'a, H: FileHeader<Endian = LE>>(
     walked: Walked<'_, 'a>,
 ) -> Result<ElfObject<'a>, ReadError> {
     let e = |err: object::read::Error| ReadError::Elf(err.to_string());
-    let header = H::parse(data).map_err(e)?;
+    let len = data.len() as u64;
+    let header =
+        H::parse(data).map_err(|_| ReadError::Truncated { what: "ELF header", offset: 0, len })?;
+    let shoff: u64 = header.e_shoff(LE).into();
+    let table_end = u64::from(header.e_shnum(LE))
+        .saturating_mul(u64::from(header.e_shentsize(LE)))
+        .saturating_add(shoff);
+    if shoff != 0 && table_end > len {
+        return Err(ReadError::Truncated { what: "section header table", offset: shoff, len });
+    }
     let sections = header.sections(LE, data).map_err(e)?;
     let mut object = ElfObject::default();
     for (index, section) in sections.iter().enumerate() {

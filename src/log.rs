@@ -12,8 +12,8 @@
 //! are, never lossily converted, so a log line names exactly the file on disk.
 //!
 //! Outside a build (`NIX_LOG_FD` unset) setup.sh prints nothing; we still print
-//! ERROR lines on stderr so that a user running a binary by hand sees why it
-//! failed.
+//! ERROR and WARN lines on stderr so that a user running a binary by hand sees
+//! why it failed and what it could not do (`-v` adds notices, `-vv` infos...).
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -79,6 +79,8 @@ pub struct Logger {
     caller: &'static str,
     /// Lines above this level are dropped.
     verbosity: u8,
+    /// The level the user asked for (`NIX_DEBUG`, or the `-v` count).
+    asked: u8,
     sink: Mutex<Sink>,
 }
 
@@ -108,21 +110,32 @@ impl Logger {
             }
             None => (Sink::Stderr, 0),
         };
-        Logger { caller, verbosity, sink: Mutex::new(sink) }
+        Logger { caller, verbosity, asked: verbosity, sink: Mutex::new(sink) }
     }
 
-    /// Outside a build, raises the stderr fallback to `level` (a `-v` flag);
-    /// inside a build `NIX_DEBUG` alone decides, as setup.sh does.
-    pub fn with_stderr_verbosity(mut self, level: u8) -> Logger {
+    /// Outside a build, sets the stderr fallback from the count of `-v`
+    /// flags: errors and warnings always (a warning says what was not done,
+    /// which a user running the tool by hand must see), each `-v` one level
+    /// more. Inside a build `NIX_DEBUG` alone decides, as setup.sh does.
+    pub fn with_stderr_verbosity(mut self, verbose: u8) -> Logger {
         if matches!(*self.sink.get_mut().unwrap_or_else(|e| e.into_inner()), Sink::Stderr) {
-            self.verbosity = level.min(7);
+            self.verbosity = verbose.saturating_add(Level::Warn as u8).min(7);
+            self.asked = verbose;
         }
         self
     }
 
+    /// Whether the user asked for lines at `level`: `NIX_DEBUG` inside a
+    /// build; outside one, only `-v` flags count (so output upstream gates
+    /// on `NIX_DEBUG >= 1` stays off by default, though warnings are shown).
+    pub fn asked_for(&self, level: Level) -> bool {
+        (level as u8) <= self.asked
+    }
+
     /// A logger that keeps every line up to `nix_debug` in memory (for tests).
     pub fn buffer(caller: &'static str, nix_debug: i64) -> Logger {
-        Logger { caller, verbosity: clamp(nix_debug), sink: Mutex::new(Sink::Buffer(Vec::new())) }
+        let verbosity = clamp(nix_debug);
+        Logger { caller, verbosity, asked: verbosity, sink: Mutex::new(Sink::Buffer(Vec::new())) }
     }
 
     /// Whether a line at `level` would be written; lets callers skip building it.

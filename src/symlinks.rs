@@ -27,6 +27,14 @@ use crate::walk;
 pub struct Policy {
     /// `$NIX_STORE`: only targets below it are checked.
     pub store_dir: OsString,
+    /// Folders whose targets are checked as well as the store's: a tree
+    /// checked by hand outside `$NIX_STORE` (a staging folder, a Nix build's
+    /// copy) has its links checked against itself, instead of every one of
+    /// them passing as "outside the store". Empty inside a build.
+    pub also_checked: Vec<OsString>,
+    /// The outputs are paths given by hand: one that is itself a dangling
+    /// link is checked as a link, not skipped as a missing output.
+    pub given_by_hand: bool,
     /// `$TMPDIR`: targets below it are errors. `None` disables the rule
     /// (outside a build; upstream would match every absolute path then).
     pub tmpdir: Option<OsString>,
@@ -185,7 +193,9 @@ pub fn check_link(link: &Path, policy: &Policy) -> LinkRecord {
     rec.target = Some(raw);
     rec.verdict = if policy.tmpdir.as_deref().is_some_and(|t| under(&resolved, t)) {
         Verdict::Tmpdir
-    } else if !under(&resolved, &policy.store_dir) {
+    } else if !under(&resolved, &policy.store_dir)
+        && !policy.also_checked.iter().any(|d| under(&resolved, d) || resolved == *d)
+    {
         Verdict::OutsideStore
     } else if resolved.as_bytes() == link.as_os_str().as_bytes() {
         Verdict::Reflexive
@@ -277,7 +287,8 @@ pub fn find_cycle(start: &Path) -> Vec<PathBuf> {
 pub fn check_output(output: &Path, policy: &Policy, log: &Logger) -> OutputReport {
     let mut report = OutputReport { output: output.to_path_buf(), ..OutputReport::default() };
     // `[[ ! -e $output ]]` follows links: an output that is a dangling link is missing.
-    if std::fs::metadata(output).is_err() {
+    let root_is_link = || std::fs::symlink_metadata(output).is_ok_and(|m| m.is_symlink());
+    if std::fs::metadata(output).is_err() && !(policy.given_by_hand && root_is_link()) {
         log.warn(&Msg::new("skipping non-existent output ").p(output));
         return report;
     }
@@ -358,9 +369,14 @@ fn log_link(rec: &LinkRecord, policy: &Policy, log: &Logger) {
                 .s(" directory: ")
                 .p(resolved),
         ),
-        Verdict::OutsideStore => {
+        Verdict::OutsideStore if policy.also_checked.is_empty() => {
             log.info(&Msg::new("symlink ").p(link).s(" points outside the Nix store; ignoring"))
         }
+        Verdict::OutsideStore => log.info(
+            &Msg::new("symlink ")
+                .p(link)
+                .s(" points outside the Nix store and the checked tree; ignoring"),
+        ),
         Verdict::Reflexive => log.error(&Msg::new("the symlink ").p(link).s(" is reflexive")),
         Verdict::Dangling => log.error(
             &Msg::new("the symlink ").p(link).s(" points to a missing target: ").p(resolved),

@@ -369,7 +369,7 @@ fn text_groups_per_file_and_inside_a_build_logs_like_setup_sh() {
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some(prog.to_str().unwrap()));
     assert!(lines.next().unwrap().starts_with("  error [libcuda-stub-in-runpath] "));
-    assert!(text.ends_with("1 files: 2 errors, 0 warnings, 0 infos\n"), "{text}");
+    assert!(text.ends_with("1 file: 2 errors, 0 warnings, 0 infos\n"), "{text}");
     // In a build: outputs from the environment, lines on NIX_LOG_FD, caller cudaElfInspect.
     let out = Command::new(BIN)
         .env("NIX_LOG_FD", "2")
@@ -384,7 +384,7 @@ fn text_groups_per_file_and_inside_a_build_logs_like_setup_sh() {
     let want = format!("ERROR: cudaElfInspect: {}: [missing-driver-runpath] ", prog.display());
     assert!(log.lines().any(|l| l.starts_with(&want)), "{log}");
     assert!(
-        log.ends_with("ERROR: cudaElfInspect: found 2 errors, 0 warnings and 0 infos in 1 files\n"),
+        log.ends_with("ERROR: cudaElfInspect: found 2 errors, 0 warnings and 0 infos in 1 file\n"),
         "{log}"
     );
     assert!(out.stdout.is_empty());

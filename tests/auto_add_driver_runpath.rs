@@ -535,7 +535,7 @@ fn read_only_folder_is_an_error_and_read_only_file_is_patched() {
     assert_eq!(r.status.code(), Some(2), "{}", text(&r));
     assert!(
         String::from_utf8_lossy(&r.stderr)
-            .contains("ERROR: addDriverRunpath: ro/p: permission denied"),
+            .contains("ERROR: addDriverRunpath: ro/p: cannot create the temporary file of the replacement in its folder: permission denied (the folder is read-only: make it writable, or make the file writable and pass --in-place)"),
         "{}",
         text(&r)
     );

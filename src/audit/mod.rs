@@ -71,6 +71,40 @@ pub struct FileFacts {
     /// Damage found while reading (the file was still examined).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub damage: Vec<String>,
+    /// Per requested capability, the code a GPU of that capability would
+    /// run (empty when no capabilities were requested).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<Coverage>,
+}
+
+/// Which code covers one requested capability.
+#[derive(Debug, Clone, Serialize)]
+pub struct Coverage {
+    /// The requested capability (`9.0`).
+    pub capability: String,
+    /// `native` (SASS), `jit` (PTX only) or `no`.
+    pub runs: crate::capabilities::Runs,
+    /// The code the driver would pick (`sm_90a`, `compute_80`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+/// The coverage of every requested capability by `codes`.
+pub fn coverage(codes: &[crate::capabilities::Code], policy: &Policy) -> Vec<Coverage> {
+    let Some(req) = &policy.requested else { return Vec::new() };
+    req.capabilities
+        .iter()
+        .map(|c| match crate::capabilities::covering(codes, *c) {
+            Some((runs, code)) => {
+                Coverage { capability: c.to_string(), runs, code: Some(code.name()) }
+            }
+            None => Coverage {
+                capability: c.to_string(),
+                runs: crate::capabilities::Runs::No,
+                code: None,
+            },
+        })
+        .collect()
 }
 
 fn ser_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
@@ -122,6 +156,7 @@ pub fn audit_file(
         device: None,
         dynamic: None,
         damage: Vec::new(),
+        coverage: Vec::new(),
     };
     // Pages are dropped from the resident set as soon as they are read, so
     // memory stays flat whatever the file size (see hostelf::Mapped::release).
@@ -165,6 +200,7 @@ pub fn audit_file(
         checks::scan_coverage(path, &dev, &mut findings);
         checks::capabilities(path, &dev, policy, &mut findings);
         checks::jetson(path, &dev, facts.dynamic.as_ref(), policy, &mut findings);
+        facts.coverage = coverage(&dev.codes(), policy);
         facts.device = Some(dev);
     }
     Ok(Some((facts, findings)))

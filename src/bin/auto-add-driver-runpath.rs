@@ -6,7 +6,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Parser;
 use nix_cuda_hooks::buildenv::BuildEnv;
 use nix_cuda_hooks::cli::{self, CommonArgs, Format};
@@ -14,24 +13,30 @@ use nix_cuda_hooks::driver_runpath::emit::{self, Sinks};
 use nix_cuda_hooks::driver_runpath::{self, Config};
 use nix_cuda_hooks::log::Logger;
 
-/// Add the driver library folder to the RUNPATH of every dynamic ELF file
-/// (autoAddDriverRunpath), without patchelf.
+/// Add the driver library folder (/run/opengl-driver/lib) to the RUNPATH of
+/// every dynamic ELF file, as Nixpkgs' autoAddDriverRunpath does, without
+/// patchelf.
 ///
 /// Idempotent (a file whose search path already holds the driver entry is
 /// left byte-identical), never writes empty entries, skips static and
 /// static-pie executables, the dynamic loader, objects, cubins and debug
-/// files; patches files of every machine (cross builds). Environment: `outputs` and each output's
-/// variable, or structured attributes (`NIX_ATTRS_JSON_FILE`); `NIX_LOG_FD`,
-/// `NIX_DEBUG`.
+/// files; patches files of every machine (cross builds). With no paths,
+/// inside a build: every output. With paths: those files and folders
+/// (links given by hand are followed).
 #[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
+#[command(
+    name = "auto-add-driver-runpath",
+    version,
+    after_help = cli::after_help(ENVIRONMENT, EXIT_STATUS)
+)]
 struct Args {
     /// Files or folders to patch instead of the build's outputs.
     paths: Vec<PathBuf>,
-    /// The driver link folder; its `lib` subfolder is added to every file
-    /// [default: NixOS's, by the file's class: /run/opengl-driver for 64-bit
-    /// files, /run/opengl-driver-32 for 32-bit ones].
-    #[arg(long, value_name = "DIR")]
+    /// The driver link folder, an absolute path without `:`; its `lib`
+    /// subfolder is added to every file [default: NixOS's, by the file's
+    /// class: /run/opengl-driver for 64-bit files, /run/opengl-driver-32
+    /// for 32-bit ones].
+    #[arg(long, value_name = "DIR", value_parser = driver_link_arg)]
     driver_link: Option<PathBuf>,
     /// Put DIR (cuda_compat's `compat` folder) first and the driver entry
     /// second, in one rewrite (autoAddCudaCompatRunpath).
@@ -63,6 +68,30 @@ struct Args {
     common: CommonArgs,
 }
 
+const ENVIRONMENT: &[(&str, &str)] = &[
+    ("outputs, $out...", "the build's outputs (or NIX_ATTRS_JSON_FILE with structured attributes)"),
+    (
+        "NIX_LOG_FD, NIX_DEBUG",
+        "inside a build: where log lines go and how many (setup.sh's levels)",
+    ),
+];
+
+const EXIT_STATUS: &[(&str, &str)] = &[
+    ("0", "every file has the driver entry (or was skipped on purpose)"),
+    (
+        "1",
+        "--check found files to patch, an ELF file could not be patched, or an output is missing",
+    ),
+    ("2", "the tool failed: bad arguments, a path that does not exist, an I/O error"),
+];
+
+/// `--driver-link`: the loader splits RUNPATH at `:` and reads a relative
+/// entry against the working directory, so only an absolute folder without
+/// `:` is a driver link.
+fn driver_link_arg(value: &str) -> Result<PathBuf, String> {
+    driver_runpath::check_driver_link(std::path::Path::new(value)).map(|()| PathBuf::from(value))
+}
+
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     cli::run("auto-add-driver-runpath", || run(args))
@@ -73,11 +102,21 @@ fn run(args: Args) -> anyhow::Result<u8> {
     let fix_log = Logger::from_env("autoFixElfFiles").with_stderr_verbosity(args.common.verbose);
     let add_log = Logger::from_env("addDriverRunpath").with_stderr_verbosity(args.common.verbose);
     let mut targets = env.targets(&args.paths)?;
+    // A path typed by hand that does not exist is a mistake: said, the other
+    // paths still patched, exit 2 at the end.
+    let mut bad_arguments = Vec::new();
     if !args.paths.is_empty() {
-        for t in targets.iter_mut() {
-            // A path typed by hand that does not exist is a mistake.
-            std::fs::symlink_metadata(&t.path).with_context(|| format!("{}", t.path.display()))?;
-        }
+        targets.retain_mut(|t| match driver_runpath::explicit_target(&t.path) {
+            Ok(path) => {
+                t.path = path;
+                true
+            }
+            Err(err) => {
+                eprintln!("auto-add-driver-runpath: {err}");
+                bad_arguments.push(err.to_string());
+                false
+            }
+        });
     }
     let cfg = Config {
         driver: driver_runpath::Driver::from_link(args.driver_link.as_deref()),
@@ -101,9 +140,16 @@ fn run(args: Args) -> anyhow::Result<u8> {
     };
     emit::emit(&report, &cfg, &mut sinks)?;
     drop((stdout, stderr));
-    let status = emit::exit_status(&report, &cfg);
+    let mut status = emit::exit_status(&report, &cfg);
+    if !bad_arguments.is_empty() {
+        status = cli::EXIT_FAILURE;
+    }
     if !text {
-        cli::print_json(&serde_json::json!({ "report": report, "status": status }))?;
+        cli::print_json(&serde_json::json!({
+            "report": report,
+            "argument_errors": bad_arguments,
+            "status": status,
+        }))?;
     }
     Ok(status)
 }

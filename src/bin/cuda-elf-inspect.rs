@@ -29,14 +29,21 @@ use nix_cuda_hooks::listing::{self, ListOptions};
 use nix_cuda_hooks::log::{Logger, Msg};
 use nix_cuda_hooks::report::{self, Color, Format, Report};
 
-/// Audit the GPU code, NEEDED libraries and RUNPATHs of built files, or list
-/// their device code like cuobjdump.
+/// Audit the GPU code, NEEDED libraries and RUNPATHs of built files (which
+/// capabilities each file's SASS and PTX cover, whether the loader will find
+/// libcuda.so.1), or list their device code like cuobjdump --list-elf.
 ///
-/// With no paths inside a Nix build, the build's outputs are audited.
-/// Exit status: 0 no error findings, 1 error findings, 2 the tool failed.
-/// With --list-elf/--list-ptx: cuobjdump's output and exit status.
+/// With no paths inside a Nix build, the build's outputs are audited and the
+/// findings logged on $NIX_LOG_FD. Modes: the audit (default), --list-elf /
+/// --list-ptx (cuobjdump's listing, byte for byte), --summary (everything the
+/// reader knows about each file's device code).
 #[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
+#[command(
+    name = "cuda-elf-inspect",
+    group(clap::ArgGroup::new("listing").args(["list_elf", "list_ptx"]).multiple(true)),
+    version,
+    after_help = cli::after_help(ENVIRONMENT, EXIT_STATUS)
+)]
 struct Args {
     /// Files or folders (walked; `result` links followed); `-` reads a
     /// newline-separated list from stdin.
@@ -44,27 +51,27 @@ struct Args {
     /// Capabilities the build was asked for: `8.6 9.0`, `8.6;9.0`, `86;90`,
     /// `sm_86,sm_90`, `8.6;9.0+PTX`. Default: $cudaCapabilities, $CUDAARCHS,
     /// $TORCH_CUDA_ARCH_LIST; none means no capability checks.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
     cuda_capabilities: Option<String>,
     /// Expect PTX for the last capability (Nixpkgs' cudaForwardCompat; the default).
-    #[arg(long, overrides_with = "no_forward_compat")]
+    #[arg(long, overrides_with = "no_forward_compat", conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
     forward_compat: bool,
     /// Do not expect forward-compatibility PTX.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
     no_forward_compat: bool,
     /// CUDA version of the build (`12.8`): capabilities too old or too new for it are an error.
-    #[arg(long, value_name = "X.Y")]
+    #[arg(long, value_name = "X.Y", conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
     cuda_version: Option<String>,
     /// The driver link whose `lib` folder must be on RUNPATH.
     #[arg(long, value_name = "DIR", default_value = "/run/opengl-driver")]
     driver_link: String,
     /// Search the host's default library folders for files in the Nix store too.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
     system_lib_dirs: bool,
     /// Libraries for files of another machine (a cross build's outputs): its
     /// root, e.g. /usr/aarch64-linux-gnu. This machine's folders never count
     /// for them.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
     sysroot: Option<PathBuf>,
     /// Report format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -73,10 +80,10 @@ struct Args {
     #[arg(long, value_enum, default_value_t = Color::Auto)]
     color: Color,
     /// Fail only on findings not in this baseline (a ratchet).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
     baseline: Option<PathBuf>,
     /// Write all findings to this baseline file and exit 0.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
     write_baseline: Option<PathBuf>,
     /// List the ELF cubins like `cuobjdump --list-elf` (also `-lelf`).
     #[arg(long)]
@@ -85,37 +92,43 @@ struct Args {
     #[arg(long)]
     list_ptx: bool,
     /// With --list-*: both `.nv_fatbin` and `__nv_relfatbin` (also `-all`).
-    #[arg(long)]
+    #[arg(long, requires = "listing")]
     all_fatbin: bool,
     /// Instead of the audit: every entry of every file's device code.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["list_elf", "list_ptx"])]
     summary: bool,
     /// With --summary: read entry headers only (no decompression, so link
     /// stubs are not told apart from code).
-    #[arg(long)]
+    #[arg(long, requires = "summary")]
     headers_only: bool,
     /// Also read fatbin containers outside the fatbin sections (cuFFT keeps
     /// thousands in `.ldata`): the audit checks them (without it, it probes
     /// the start of each data section and reports what it did not read);
     /// --summary lists them separately.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["list_elf", "list_ptx"])]
     scan: bool,
-    /// Outside a build, log more on stderr (-v warnings, -vvv infos).
+    /// Outside a build, log more on stderr: errors and warnings always, -v
+    /// notices, -vv infos, up to -vvvvvv. Inside a build NIX_DEBUG decides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
 }
 
-/// cuobjdump's single-dash long options, mapped to ours.
-fn normalise_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
-    args.into_iter()
-        .map(|a| match a.to_str() {
-            Some("-lelf") => "--list-elf".into(),
-            Some("-lptx") => "--list-ptx".into(),
-            Some("-all") => "--all-fatbin".into(),
-            _ => a,
-        })
-        .collect()
-}
+const ENVIRONMENT: &[(&str, &str)] = &[
+    ("cudaCapabilities", "requested capabilities when --cuda-capabilities is not given (then CUDAARCHS, TORCH_CUDA_ARCH_LIST)"),
+    ("cudaForwardCompat", "0/false: no forward-compatibility PTX expected (default on, as in Nixpkgs)"),
+    ("outputs, $out...", "with no paths in a build: the outputs to audit (or NIX_ATTRS_JSON_FILE)"),
+    ("NIX_STORE", "files below it resolve libraries without the host's folders [default: /nix/store]"),
+    ("TMPDIR, NIX_BUILD_TOP", "build folders no RUNPATH entry may point into (besides /build)"),
+    ("NIX_LOG_FD, NIX_DEBUG", "inside a build: where findings are logged and how many (setup.sh's levels)"),
+    ("NO_COLOR", "set: no colour in text output (--color auto)"),
+];
+
+const EXIT_STATUS: &[(&str, &str)] = &[
+    ("0", "no error findings (or only baselined ones); --summary: every file read"),
+    ("1", "error findings; --summary: damaged device code"),
+    ("2", "the tool failed: bad arguments, a file or folder that could not be read"),
+    ("255", "--list-elf/--list-ptx: no device code in a file (cuobjdump's statuses: 0, 1, 255)"),
+];
 
 fn main() -> std::process::ExitCode {
     let argv: Vec<OsString> = std::env::args_os().collect();
@@ -125,7 +138,14 @@ fn main() -> std::process::ExitCode {
         .and_then(|n| n.to_str())
         .unwrap_or("cuda-elf-inspect")
         .to_string();
-    let args = Args::parse_from(normalise_args(argv));
+    let argv = match cli::cuobjdump_args(argv) {
+        Ok(argv) => argv,
+        Err(message) => {
+            eprintln!("cuda-elf-inspect: {message}");
+            return std::process::ExitCode::from(EXIT_FAILURE);
+        }
+    };
+    let args = Args::parse_from(argv);
     cli::run("cuda-elf-inspect", || run(args, &prog))
 }
 
@@ -190,6 +210,9 @@ fn run_audit(args: &Args) -> anyhow::Result<u8> {
             result.findings.len(),
             path.display()
         );
+        for failure in &result.failures {
+            eprintln!("cuda-elf-inspect: cannot examine {}", report::sanitize(failure));
+        }
         return Ok(if result.failures.is_empty() { EXIT_OK } else { EXIT_FAILURE });
     }
     let (findings, known) = match &args.baseline {
@@ -206,6 +229,14 @@ fn run_audit(args: &Args) -> anyhow::Result<u8> {
         let mut out = io::stdout().lock();
         report::write(&mut out, &report, args.format, color)?;
         out.flush()?;
+    }
+    // Files that could not be examined make the status 2: say so on stderr
+    // too, where `> report.txt` or a JSON consumer does not hide it (inside
+    // a build the log lines above said it).
+    if !log.in_build() {
+        for failure in &report.failures {
+            eprintln!("cuda-elf-inspect: cannot examine {}", report::sanitize(failure));
+        }
     }
     Ok(report.exit_status())
 }
@@ -252,9 +283,9 @@ mod tests {
 
     #[test]
     fn cuobjdump_short_options_are_accepted() {
-        let a = Args::parse_from(normalise_args(
-            ["x", "-lelf", "-all", "-lptx", "f"].map(OsString::from),
-        ));
+        let a = Args::parse_from(
+            cli::cuobjdump_args(["x", "-lelf", "-all", "-lptx", "f"].map(OsString::from)).unwrap(),
+        );
         assert!(a.list_elf && a.list_ptx && a.all_fatbin);
         assert_eq!(a.paths, vec![PathBuf::from("f")]);
     }

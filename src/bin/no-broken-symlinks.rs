@@ -5,22 +5,29 @@
 //! `$NIX_LOG_FD`, same summary, exit 1 after the first output with broken
 //! links. With paths it checks those instead (an audit of `result/`).
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Parser;
-use nix_cuda_hooks::buildenv::BuildEnv;
-use nix_cuda_hooks::cli::{self, CommonArgs, Format, EXIT_FINDINGS, EXIT_OK};
+use nix_cuda_hooks::buildenv::{under, BuildEnv};
+use nix_cuda_hooks::cli::{self, CommonArgs, Format, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK};
 use nix_cuda_hooks::log::Logger;
 use nix_cuda_hooks::symlinks::{self, Policy};
 
-/// Fail when an output holds dangling or reflexive symlinks (noBrokenSymlinks).
+/// Fail when an output holds dangling or reflexive symlinks (Nixpkgs'
+/// noBrokenSymlinks hook).
 ///
-/// Environment: `outputs` and each output's variable, or structured attributes
-/// (`NIX_ATTRS_JSON_FILE`); `NIX_STORE` (default /nix/store), `TMPDIR`,
-/// `dontCheckForBrokenSymlinks`, `NIX_LOG_FD`, `NIX_DEBUG`.
+/// With no paths, inside a build: checks every output as the hook does, with
+/// the same log lines on $NIX_LOG_FD. With paths: checks those trees (a
+/// `result` link is followed); a tree outside $NIX_STORE has its links checked
+/// against the store and against itself.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
+#[command(
+    name = "no-broken-symlinks",
+    version,
+    after_help = cli::after_help(ENVIRONMENT, EXIT_STATUS)
+)]
 struct Args {
     /// Paths to check instead of the build's outputs.
     paths: Vec<PathBuf>,
@@ -36,6 +43,26 @@ struct Args {
     common: CommonArgs,
 }
 
+const ENVIRONMENT: &[(&str, &str)] = &[
+    ("outputs, $out...", "the build's outputs (or NIX_ATTRS_JSON_FILE with structured attributes)"),
+    (
+        "NIX_STORE",
+        "only links into it (or into a tree given outside it) are checked [default: /nix/store]",
+    ),
+    ("TMPDIR", "links into it are broken (the build folder is gone at run time)"),
+    ("dontCheckForBrokenSymlinks", "non-empty: skip the check of the outputs"),
+    (
+        "NIX_LOG_FD, NIX_DEBUG",
+        "inside a build: where log lines go and how many (setup.sh's levels)",
+    ),
+];
+
+const EXIT_STATUS: &[(&str, &str)] = &[
+    ("0", "no broken links (extra findings only fail with --strict)"),
+    ("1", "a dangling, reflexive or unreadable link (checking stops after that output)"),
+    ("2", "the tool failed: bad arguments, a path that does not exist, no outputs"),
+];
+
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     cli::run("no-broken-symlinks", || run(args))
@@ -44,15 +71,16 @@ fn main() -> std::process::ExitCode {
 fn run(args: Args) -> anyhow::Result<u8> {
     let env = BuildEnv::from_env()?;
     // Outside a build, asking for extra findings means wanting to see them.
-    let shown = args.common.verbose.max(u8::from(args.extra || args.strict));
-    let log = Logger::from_env("noBrokenSymlinks").with_stderr_verbosity(shown);
+    let log = Logger::from_env("noBrokenSymlinks").with_stderr_verbosity(args.common.verbose);
     if args.paths.is_empty() && env.flag("dontCheckForBrokenSymlinks") {
         return Ok(EXIT_OK);
     }
-    let explicit = !args.paths.is_empty();
     let targets = env.targets(&args.paths)?;
+    let explicit = !args.paths.is_empty();
     let policy = Policy {
         store_dir: env.store_dir(),
+        also_checked: Vec::new(),
+        given_by_hand: explicit,
         tmpdir: env.tmpdir(),
         extra: args.extra || args.strict || args.common.format == Format::Json,
         strict: args.strict,
@@ -60,15 +88,28 @@ fn run(args: Args) -> anyhow::Result<u8> {
     };
     let mut reports = Vec::new();
     let mut status = EXIT_OK;
+    let mut bad_arguments = Vec::new();
     for target in targets {
+        let mut policy = policy.clone();
         // Paths given by hand are made absolute (lexically) so that the
         // reflexive test compares like with like; build outputs always are.
-        let path = std::path::absolute(&target.path)
+        let mut path = std::path::absolute(&target.path)
             .with_context(|| format!("{}", target.path.display()))?;
         if explicit {
-            // A path typed by hand that does not exist is a mistake, not an
-            // output the build chose not to create: fail instead of skipping.
-            std::fs::symlink_metadata(&path).with_context(|| format!("{}", path.display()))?;
+            match explicit_root(&path, &policy) {
+                // A path typed by hand that does not exist is a mistake, not
+                // an output the build chose not to create: said, the rest
+                // still checked, exit 2.
+                Err(err) => {
+                    eprintln!("no-broken-symlinks: {err}");
+                    bad_arguments.push(err.to_string());
+                    continue;
+                }
+                Ok((root, also)) => {
+                    path = root;
+                    policy.also_checked.extend(also);
+                }
+            }
         }
         let report = symlinks::check_output(&path, &policy, &log);
         let failed = report.broken() || (args.strict && report.extra > 0);
@@ -78,8 +119,52 @@ fn run(args: Args) -> anyhow::Result<u8> {
             break;
         }
     }
+    if !bad_arguments.is_empty() {
+        status = EXIT_FAILURE;
+    }
     if args.common.format == Format::Json {
-        cli::print_json(&serde_json::json!({ "outputs": reports, "status": status }))?;
+        cli::print_json(&serde_json::json!({
+            "outputs": reports,
+            "argument_errors": bad_arguments,
+            "status": status,
+        }))?;
     }
     Ok(status)
+}
+
+/// Where to walk for a path given by hand, and the tree to check its links
+/// against besides the store. A link to a folder (`result`) is followed:
+/// `find -P` would report the link alone and check nothing below it. A root
+/// outside `$NIX_STORE` is checked against itself too.
+fn explicit_root(
+    path: &Path,
+    policy: &Policy,
+) -> Result<(PathBuf, Option<OsString>), nix_cuda_hooks::error::PathError> {
+    use nix_cuda_hooks::error::PathError;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| PathError::new(path, e))?;
+    let root = if meta.file_type().is_symlink() && std::fs::metadata(path).is_ok_and(|m| m.is_dir())
+    {
+        std::fs::canonicalize(path).map_err(|e| PathError::new(path, e))?
+    } else {
+        path.to_path_buf()
+    };
+    // A single file or link is checked against the folder it sits in.
+    let tree = if std::fs::metadata(&root).is_ok_and(|m| m.is_dir()) {
+        root.clone()
+    } else {
+        root.parent().map_or_else(|| root.clone(), Path::to_path_buf)
+    };
+    let inside = under(tree.as_os_str(), &policy.store_dir);
+    Ok((root, (!inside).then(|| tree.into_os_string())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Args::command().debug_assert();
+    }
 }

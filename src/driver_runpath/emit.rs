@@ -82,7 +82,7 @@ pub fn emit(report: &RunReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result
             ),
             Action::Skipped => {
                 let skip = f.skip.unwrap_or(Skip::Static);
-                if skip.upstream_skips() && out.text && fix_log.enabled(Level::Warn) {
+                if skip.upstream_skips() && out.text && fix_log.asked_for(Level::Warn) {
                     let mut line =
                         Msg::new("autoFixElfFiles: skipping a statically-linked ELF file ")
                             .p(&f.path)

@@ -25,13 +25,12 @@ pub fn write<F: Serialize>(log: &Logger, report: &Report<F>) {
     log.log(
         level,
         &Msg::new("found ")
-            .d(s.errors)
-            .s(" errors, ")
-            .d(s.warnings)
-            .s(" warnings and ")
-            .d(s.infos)
-            .s(" infos in ")
-            .d(s.files)
-            .s(" files"),
+            .s(&super::count(s.errors, "error", "errors"))
+            .s(", ")
+            .s(&super::count(s.warnings, "warning", "warnings"))
+            .s(" and ")
+            .s(&super::count(s.infos, "info", "infos"))
+            .s(" in ")
+            .s(&super::count(s.files, "file", "files")),
     );
 }

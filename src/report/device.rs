@@ -6,6 +6,7 @@ use std::io::{self, Write};
 
 use super::{sanitize, Report};
 use crate::audit::FileFacts;
+use crate::capabilities::Runs;
 
 /// Writes the headed `device code:` section (nothing when no file has any).
 pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> {
@@ -13,24 +14,47 @@ pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> 
         return Ok(());
     }
     writeln!(out, "device code:")?;
-    let names = |set: &std::collections::BTreeSet<crate::fatbin::Arch>| {
-        set.iter().map(|a| a.name()).collect::<Vec<_>>().join(" ")
+    // nvcc's spelling: `sm_90` for SASS, `compute_90` for PTX, as every
+    // finding says it.
+    let names = |set: &std::collections::BTreeSet<crate::fatbin::Arch>, ptx: bool| {
+        set.iter()
+            .map(|a| {
+                let n = a.name();
+                match n.strip_prefix("sm_") {
+                    Some(rest) if ptx => format!("compute_{rest}"),
+                    _ => n.to_string(),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
     };
     for f in &report.files {
         let Some(d) = &f.device else { continue };
         let mut parts = Vec::new();
-        for (label, set) in [
-            ("SASS", d.sass()),
-            ("PTX", d.ptx()),
-            ("link stubs only", d.link_stub_only()),
-            ("PTX without entries", d.ptx_without_entries()),
-            ("LTO-IR", d.lto_ir()),
+        for (label, set, ptx) in [
+            ("SASS", d.sass(), false),
+            ("PTX", d.ptx(), true),
+            ("link stubs only", d.link_stub_only(), false),
+            ("PTX without entries", d.ptx_without_entries(), true),
+            ("LTO-IR", d.lto_ir(), false),
         ] {
             if !set.is_empty() {
-                parts.push(format!("{label} {}", names(&set)));
+                parts.push(format!("{label} {}", names(&set, ptx)));
             }
         }
         writeln!(out, "  {}: {}", sanitize(&f.path.to_string_lossy()), parts.join("; "))?;
+        if !f.coverage.is_empty() {
+            let each: Vec<String> = f
+                .coverage
+                .iter()
+                .map(|c| match (&c.code, c.runs) {
+                    (Some(code), Runs::Native) => format!("{}: SASS {code}", c.capability),
+                    (Some(code), _) => format!("{}: PTX {code} (JIT only)", c.capability),
+                    (None, _) => format!("{}: nothing runs", c.capability),
+                })
+                .collect();
+            writeln!(out, "    requested {}", each.join("; "))?;
+        }
     }
     writeln!(out)
 }

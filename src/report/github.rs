@@ -9,7 +9,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::Report;
+use super::{Report, TOOL};
 use crate::finding::Severity;
 
 /// Annotations GitHub displays per level and step.
@@ -25,21 +25,56 @@ fn escape_property(s: &str) -> String {
     escape_data(s).replace(':', "%3A").replace(',', "%2C")
 }
 
-/// Writes one annotation per finding (within GitHub's limits), then failures.
+/// The summary line every text-like emitter ends with:
+/// `3 files: 1 error, 0 warnings, 2 infos`.
+pub fn summary_line(s: &super::Summary) -> String {
+    use super::count;
+    format!(
+        "{}: {}, {}, {}",
+        count(s.files, "file", "files"),
+        count(s.errors, "error", "errors"),
+        count(s.warnings, "warning", "warnings"),
+        count(s.infos, "info", "infos")
+    )
+}
+
+/// Writes one annotation per finding and per failure within GitHub's limits:
+/// failures (files that could not be read) first, as they say the report is
+/// incomplete, then findings in report order. When anything is left out, the
+/// last notice slot is kept for the line saying how many, so that the
+/// count itself is never the one GitHub drops.
 pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Result<()> {
-    let mut shown = [0usize; 3];
-    let mut hidden = 0usize;
+    let slot = |sev: Severity| match sev {
+        Severity::Error => 0,
+        Severity::Warning => 1,
+        Severity::Info => 2,
+    };
+    let mut total = [report.failures.len(), 0, 0];
     for f in &report.findings {
-        let (cmd, slot) = match f.severity {
-            Severity::Error => ("error", 0),
-            Severity::Warning => ("warning", 1),
-            Severity::Info => ("notice", 2),
-        };
-        if shown[slot] >= LIMIT_PER_LEVEL {
-            hidden += 1;
+        total[slot(f.severity)] += 1;
+    }
+    let over = |limit: [usize; 3]| -> usize {
+        total.iter().zip(limit).map(|(t, l)| t.saturating_sub(l)).sum()
+    };
+    let mut limit = [LIMIT_PER_LEVEL; 3];
+    if over(limit) > 0 {
+        limit[2] = LIMIT_PER_LEVEL - 1;
+    }
+    let hidden = over(limit);
+    let mut shown = [0usize; 3];
+    for failure in &report.failures {
+        if shown[0] < limit[0] {
+            shown[0] += 1;
+            writeln!(out, "::error title={TOOL}::{}", escape_data(failure))?;
+        }
+    }
+    for f in &report.findings {
+        let i = slot(f.severity);
+        if shown[i] >= limit[i] {
             continue;
         }
-        shown[slot] += 1;
+        shown[i] += 1;
+        let cmd = ["error", "warning", "notice"][i];
         let fix = format!(" Fix: {}", f.check.fix());
         writeln!(
             out,
@@ -49,21 +84,13 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Resul
             escape_data(&format!("{}{fix}", f.message))
         )?;
     }
-    for failure in &report.failures {
-        writeln!(out, "::error title=cuda-elf-inspect::{}", escape_data(failure))?;
-    }
     if hidden > 0 {
         writeln!(
             out,
-            "::notice title=cuda-elf-inspect::{hidden} more findings not annotated (GitHub shows {LIMIT_PER_LEVEL} per level); see the JSON or SARIF report"
+            "::notice title={TOOL}::{hidden} more findings not annotated (GitHub shows {LIMIT_PER_LEVEL} per level); see the JSON or SARIF report"
         )?;
     }
-    let s = &report.summary;
-    writeln!(
-        out,
-        "{} files: {} errors, {} warnings, {} infos",
-        s.files, s.errors, s.warnings, s.infos
-    )
+    writeln!(out, "{}", summary_line(&report.summary))
 }
 
 #[cfg(test)]
@@ -74,5 +101,48 @@ mod tests {
     fn escaping_follows_the_workflow_command_rules() {
         assert_eq!(escape_data("50%\nnext"), "50%25%0Anext");
         assert_eq!(escape_property("a:b,c"), "a%3Ab%2Cc");
+    }
+
+    fn report(errors: usize, infos: usize, failures: usize) -> Report<()> {
+        let mut findings = Vec::new();
+        for i in 0..errors {
+            findings.push(crate::finding::Finding::new(
+                crate::finding::CheckId::UnresolvedNeeded,
+                format!("/e{i}"),
+                "m",
+            ));
+        }
+        for i in 0..infos {
+            findings.push(crate::finding::Finding::new(
+                crate::finding::CheckId::UnrequestedArch,
+                format!("/i{i}"),
+                "m",
+            ));
+        }
+        let failures = (0..failures).map(|i| format!("/f{i}: unreadable")).collect();
+        Report::new(Vec::new(), findings, failures, 0)
+    }
+
+    /// Every annotation is either shown or counted in the closing notice,
+    /// and no level ever exceeds GitHub's cap (the notice included).
+    #[test]
+    fn every_finding_and_failure_is_shown_or_counted_within_the_cap() {
+        for (errors, infos, failures) in
+            [(0, 0, 3), (10, 0, 1), (9, 10, 1), (3, 12, 0), (12, 9, 12)]
+        {
+            let mut out = Vec::new();
+            write(&mut out, &report(errors, infos, failures)).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            let level = |l: &str| text.lines().filter(|x| x.starts_with(l)).count();
+            let (e, n) = (level("::error "), level("::notice "));
+            assert!(e <= LIMIT_PER_LEVEL && n <= LIMIT_PER_LEVEL, "{text}");
+            let hidden: usize =
+                text.lines().find(|l| l.contains("more findings not annotated")).map_or(0, |l| {
+                    l.split("::").nth(2).unwrap().split(' ').next().unwrap().parse().unwrap()
+                });
+            let counted_notice = usize::from(hidden > 0);
+            assert_eq!(e + n - counted_notice + hidden, errors + infos + failures, "{text}");
+            assert_eq!(e, (errors + failures).min(LIMIT_PER_LEVEL), "{text}");
+        }
     }
 }

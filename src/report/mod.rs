@@ -155,18 +155,37 @@ impl<F: Serialize> Report<F> {
     }
 }
 
+/// The JSON document: the report's parts under a header naming the tool.
+/// Serialised straight to the writer (no intermediate `Value`, whose
+/// construction by `json!` would panic on a serialisation error instead of
+/// returning it).
+#[derive(Serialize)]
+struct JsonDoc<'a, F: Serialize> {
+    tool: &'static str,
+    version: &'static str,
+    files: &'a [F],
+    findings: &'a [Finding],
+    failures: &'a [String],
+    summary: &'a Summary,
+}
+
 /// Writes the report as one pretty JSON document.
 pub fn json<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Result<()> {
-    let doc = serde_json::json!({
-        "tool": TOOL,
-        "version": env!("CARGO_PKG_VERSION"),
-        "files": report.files,
-        "findings": report.findings,
-        "failures": report.failures,
-        "summary": report.summary,
-    });
+    let doc = JsonDoc {
+        tool: TOOL,
+        version: env!("CARGO_PKG_VERSION"),
+        files: &report.files,
+        findings: &report.findings,
+        failures: &report.failures,
+        summary: &report.summary,
+    };
     serde_json::to_writer_pretty(&mut *out, &doc)?;
     out.write_all(b"\n")
+}
+
+/// `1 file`, `2 files`: counts in reports read as English.
+pub fn count(n: usize, singular: &str, plural: &str) -> String {
+    format!("{n} {}", if n == 1 { singular } else { plural })
 }
 
 /// Replaces control characters in a path or message before it reaches a
