@@ -6,7 +6,7 @@
 //! (default 0) is at least the line's level. The format is
 //! `LEVEL: caller: message\n`, where `caller` is the shell function that logged;
 //! our binaries use the name of the function they replace so that existing log
-//! greps keep matching (see `../shared/reference/upstream-hooks.md` §2).
+//! greps keep matching (docs/no-broken-symlinks.md, "Log lines").
 //!
 //! Paths are bytes on Linux: messages are built as bytes and written as they
 //! are, never lossily converted, so a log line names exactly the file on disk.

@@ -368,9 +368,9 @@ fn jetson_capabilities_on_x86_64_and_sbsa_code_in_a_jetson_build_are_findings() 
             .collect();
         (out.status.code(), found)
     };
-    let (code, found) = audit(&[], "jet");
-    assert_eq!(code, Some(1));
+    let (_, found) = audit(&[], "jet");
     assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["severity"], "warning", "dead weight, not a failure: {found:?}");
     let msg = found[0]["message"].as_str().unwrap();
     assert!(msg.contains("8.7") && msg.contains("x86_64 (64-bit, little-endian)"), "{msg}");
     assert_eq!(found[0]["details"]["arch"], "sm_87");

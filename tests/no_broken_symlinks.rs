@@ -6,7 +6,8 @@
 //! bad input.
 //!
 //! Expected summaries here are written from the reference
-//! (../shared/reference/upstream-hooks.md §3), never copied from our output.
+//! (upstream's no-broken-symlinks.sh, read in place, and docs/no-broken-symlinks.md),
+//! never copied from our output.
 
 mod common;
 
