@@ -164,35 +164,11 @@ fn real_nix_dumps_read_back_as_the_tree() {
 
 #[test]
 fn real_binary_cache_narinfo_verifies_and_its_nar_matches() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    for sub in ["etc", "home"] {
-        fs::create_dir_all(d.join(sub)).unwrap();
-    }
-    let tree = d.join("tree");
-    make_tree(&tree);
-    let (sk, pk, pk2) = (d.join("sk"), d.join("pk"), d.join("pk2"));
-    nix(
-        d,
-        "nix-store",
-        &["--generate-binary-cache-key", "test-1", sk.to_str().unwrap(), pk.to_str().unwrap()],
-    );
-    nix(
-        d,
-        "nix-store",
-        &[
-            "--generate-binary-cache-key",
-            "test-1",
-            d.join("sk2").to_str().unwrap(),
-            pk2.to_str().unwrap(),
-        ],
-    );
-    let path = String::from_utf8(nix(d, "nix-store", &["--add", tree.to_str().unwrap()])).unwrap();
-    let path = path.trim();
-    let cache = d.join("cache");
-    let to = format!("file://{}?compression=zstd&secret-key={}", cache.display(), sk.display());
-    nix(d, "nix", &["--extra-experimental-features", "nix-command", "copy", "--to", &to, path]);
-
+    let c = real_cache("zstd");
+    let d = c.dir.path();
+    // Another key of the same name: the name matches, the signature must not.
+    let (_, other_key) = keygen(d, "test-1", "other");
+    let (path, cache) = (c.store_path.as_str(), &c.cache);
     let store_dir = d.join("store");
     let store_dir = store_dir.to_str().unwrap();
     let hash_part = &path[store_dir.len() + 1..][..32];
@@ -202,9 +178,9 @@ fn real_binary_cache_narinfo_verifies_and_its_nar_matches() {
     assert_eq!(info.compression, Compression::Zstd);
 
     // Nix's signature verifies with Nix's public key, and not with another.
-    let key = PublicKey::parse(fs::read_to_string(&pk).unwrap().trim()).unwrap();
+    let key = PublicKey::parse(&c.public_key).unwrap();
     assert_eq!(info.verify(store_dir, std::slice::from_ref(&key)).unwrap(), "test-1");
-    let other = PublicKey::parse(fs::read_to_string(&pk2).unwrap().trim()).unwrap();
+    let other = PublicKey::parse(&other_key).unwrap();
     let err = info.verify(store_dir, &[other]).unwrap_err();
     assert!(err.to_string().contains("does not match"), "{err}");
 
@@ -246,20 +222,33 @@ struct RealCache {
     public_key: String,
 }
 
-fn real_cache(compression: &str) -> RealCache {
+/// A folder for a throwaway Nix store and its configuration.
+fn nix_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
     for sub in ["etc", "home"] {
-        fs::create_dir_all(d.join(sub)).unwrap();
+        fs::create_dir_all(dir.path().join(sub)).unwrap();
     }
-    let tree = d.join("tree");
-    make_tree(&tree);
-    let (sk, pk) = (d.join("sk"), d.join("pk"));
+    dir
+}
+
+/// A signing key made by Nix, named `key_name`, in `<file>.sk` and
+/// `<file>.pk`: the secret key's file and the public key's text.
+fn keygen(d: &Path, key_name: &str, file: &str) -> (PathBuf, String) {
+    let (sk, pk) = (d.join(format!("{file}.sk")), d.join(format!("{file}.pk")));
     nix(
         d,
         "nix-store",
-        &["--generate-binary-cache-key", "test-1", sk.to_str().unwrap(), pk.to_str().unwrap()],
+        &["--generate-binary-cache-key", key_name, sk.to_str().unwrap(), pk.to_str().unwrap()],
     );
+    (sk, fs::read_to_string(&pk).unwrap().trim().to_string())
+}
+
+fn real_cache(compression: &str) -> RealCache {
+    let dir = nix_dir();
+    let d = dir.path();
+    let tree = d.join("tree");
+    make_tree(&tree);
+    let (sk, public_key) = keygen(d, "test-1", "test");
     let store_path =
         String::from_utf8(nix(d, "nix-store", &["--add", tree.to_str().unwrap()])).unwrap();
     let store_path = store_path.trim().to_string();
@@ -271,7 +260,6 @@ fn real_cache(compression: &str) -> RealCache {
         "nix",
         &["--extra-experimental-features", "nix-command", "copy", "--to", &to, &store_path],
     );
-    let public_key = fs::read_to_string(&pk).unwrap().trim().to_string();
     RealCache { dir, store_path, cache, public_key }
 }
 
@@ -509,11 +497,8 @@ fn local_nar_files_are_read_by_their_extension() {
 
 #[test]
 fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = nix_dir();
     let d = dir.path();
-    for sub in ["etc", "home"] {
-        fs::create_dir_all(d.join(sub)).unwrap();
-    }
     // Three real build outputs: top refers to mid, mid to leaf.
     let expr = r#"
       let mk = name: text: derivation {
@@ -542,12 +527,7 @@ fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
         ],
     );
     let top = String::from_utf8(top).unwrap().trim().to_string();
-    let (sk, pk) = (d.join("sk"), d.join("pk"));
-    nix(
-        d,
-        "nix-store",
-        &["--generate-binary-cache-key", "test-1", sk.to_str().unwrap(), pk.to_str().unwrap()],
-    );
+    let (sk, public_key) = keygen(d, "test-1", "test");
     let cache_dir = d.join("cache");
     let to = format!("file://{}?secret-key={}", cache_dir.display(), sk.display());
     nix(d, "nix", &["--extra-experimental-features", "nix-command", "copy", "--to", &to, &top]);
@@ -558,7 +538,7 @@ fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
         .collect();
     assert_eq!(closure.len(), 3);
 
-    let key = PublicKey::parse(fs::read_to_string(&pk).unwrap().trim()).unwrap();
+    let key = PublicKey::parse(&public_key).unwrap();
     let cache = Cache::open(&format!("file://{}", cache_dir.display()), vec![key]).unwrap();
     let count = std::sync::atomic::AtomicUsize::new(0);
     let done = |_: &str, _: &Result<nix_cuda_hooks::cache::Fetched, CacheError>| {
