@@ -13,9 +13,11 @@ cd "$(dirname "$0")"
 secs=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(reader hostelf runpath capabilities emitters nar)
+[ ${#targets[@]} -gt 0 ] || targets=(reader hostelf runpath capabilities emitters nar nar_unpack)
 jobs=${JOBS:-2}
 [ -d corpus ] || ./seeds.sh
+# cargo-fuzz from crates.io when missing (pinned; builds in about 4 minutes).
+cargo fuzz --version >/dev/null 2>&1 || cargo install --locked cargo-fuzz --version 0.13.2
 mkdir -p logs
 RUSTC_BOOTSTRAP=1 cargo fuzz build --sanitizer none -O "${targets[@]/#/}" >/dev/null 2>&1 ||
     for t in "${targets[@]}"; do RUSTC_BOOTSTRAP=1 cargo fuzz build --sanitizer none -O "$t"; done

@@ -10,7 +10,7 @@ root=$(cd .. && pwd)
 out=corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters,nar}
+mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters,nar,nar_unpack}
 
 # gcc-built host files: every layout the writer has a strategy for.
 cat >"$work/lib.c" <<'C'
@@ -105,6 +105,7 @@ cp "$work/libplain.so" "$nixdir/tree/" 2>/dev/null || true
     # The parser is fuzzed with /nix/store as the store.
     sed "s|$nixdir/store|/nix/store|g" "$nixdir"/cache/*.narinfo >"$out/nar/narinfo"
 ) >/dev/null 2>&1 || echo "seeds.sh: Nix is missing (make tools): no NAR seeds" >&2
-for t in reader hostelf runpath capabilities emitters nar; do
+cp "$out"/nar/*.nar "$out/nar_unpack/" 2>/dev/null || true
+for t in reader hostelf runpath capabilities emitters nar nar_unpack; do
     echo "$t: $(ls "$out/$t" | wc -l) seeds"
 done

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use sha2::Digest as _;
 
+use crate::decompress::decompressor;
 use crate::nar::{self, NarReader, UnpackError, Unpacked};
 use crate::narinfo::{check_base_name, Compression, NarInfo, NarInfoError, PublicKey, Sha256};
 
@@ -305,18 +306,21 @@ impl Cache {
     }
 
     fn get_text(&self, path: &str, rel: &str) -> Result<String, CacheError> {
-        let mut text = String::new();
-        let read = self.get(path, rel)?.take(MAX_INFO + 1).read_to_string(&mut text);
+        let mut bytes = Vec::new();
+        let read = self.get(path, rel)?.take(MAX_INFO + 1).read_to_end(&mut bytes);
         let fetch = |reason: String| CacheError::Fetch {
             path: path.to_string(),
             url: rel.to_string(),
             reason,
         };
         read.map_err(|e| fetch(crate::error::describe_io(&e)))?;
-        if text.len() as u64 > MAX_INFO {
+        if bytes.len() as u64 > MAX_INFO {
             return Err(fetch(format!("larger than {MAX_INFO} bytes")));
         }
-        Ok(text)
+        String::from_utf8(bytes).map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            fetch(format!("not UTF-8 text (byte {at}); Nix writes ASCII"))
+        })
     }
 }
 
@@ -361,24 +365,6 @@ pub fn nar_file_compression(file: &Path) -> Option<Compression> {
         Compression::Bzip2
     } else {
         return None;
-    })
-}
-
-/// A decompressing reader for `compression`, or the name of one not supported.
-fn decompressor(
-    compression: &Compression,
-    input: Box<dyn Read + Send>,
-) -> Result<Box<dyn Read + Send>, String> {
-    let input = io::BufReader::with_capacity(64 * 1024, input);
-    Ok(match compression {
-        Compression::None => Box::new(input),
-        Compression::Xz => Box::new(liblzma::read::XzDecoder::new_multi_decoder(input)),
-        Compression::Bzip2 => Box::new(bzip2::read::MultiBzDecoder::new(input)),
-        Compression::Zstd => Box::new(
-            ruzstd::decoding::StreamingDecoder::new(input)
-                .map_err(|e| format!("zstd (unreadable frame header: {e})"))?,
-        ),
-        Compression::Other(name) => return Err(name.clone()),
     })
 }
 

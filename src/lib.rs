@@ -30,6 +30,7 @@ pub mod buildenv;
 pub mod cache;
 pub mod capabilities;
 pub mod cli;
+pub mod decompress;
 pub mod devicecode;
 pub mod driver;
 pub mod driver_runpath;

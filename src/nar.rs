@@ -36,6 +36,12 @@ pub const MAX_DEPTH: usize = 1024;
 /// Longest name, symlink target or token accepted (PATH_MAX).
 pub const MAX_STRING: u64 = 4096;
 
+/// Longest entry path below the root accepted, in bytes with the `/`
+/// between names (PATH_MAX): a longer one cannot be opened by its path on
+/// Linux, and without this cap each entry of an archive nested 1,024 deep in
+/// 4 KiB names would cost a 4 MiB path.
+pub const MAX_PATH: usize = 4096;
+
 /// What went wrong, and at which byte of the (decompressed) archive.
 #[derive(Debug, thiserror::Error)]
 #[error("NAR byte {offset}: {kind}")]
@@ -101,6 +107,9 @@ pub enum NarErrorKind {
     /// Nesting beyond [`MAX_DEPTH`].
     #[error("directories nested deeper than {MAX_DEPTH}")]
     TooDeep,
+    /// An entry path longer than [`MAX_PATH`].
+    #[error("an entry path of {0} bytes (at most {MAX_PATH})")]
+    PathTooLong(usize),
     /// Bytes after the root node.
     #[error("data after the end of the archive")]
     TrailingData,
@@ -153,6 +162,8 @@ pub struct NarReader<R> {
     state: State,
     /// Names from the root to the current node.
     components: Vec<Vec<u8>>,
+    /// Bytes of the path `components` make (names and separators).
+    path_len: usize,
     /// Per open directory, the name of its last entry (for the order check).
     last_names: Vec<Option<Vec<u8>>>,
     /// Unread content bytes of the current regular file, and its padding.
@@ -168,6 +179,7 @@ impl<R: Read> NarReader<R> {
             offset: 0,
             state: State::Start,
             components: Vec::new(),
+            path_len: 0,
             last_names: Vec::new(),
             content_left: 0,
             content_padding: 0,
@@ -195,11 +207,12 @@ impl<R: Read> NarReader<R> {
                     self.state = State::AfterNode;
                 }
                 State::AfterNode => {
-                    if self.components.pop().is_none() {
+                    let Some(name) = self.components.pop() else {
                         self.expect_end()?;
                         self.state = State::Done;
                         return Ok(None);
-                    }
+                    };
+                    self.path_len -= name.len() + usize::from(!self.components.is_empty());
                     self.expect(")", "\")\" closing a directory entry")?;
                     self.state = State::InDirectory;
                 }
@@ -297,8 +310,13 @@ impl<R: Read> NarReader<R> {
                 });
             }
         }
+        let path_len = self.path_len + name.len() + usize::from(!self.components.is_empty());
+        if path_len > MAX_PATH {
+            return Err(NarError { offset: at, kind: NarErrorKind::PathTooLong(path_len) });
+        }
         *last = Some(name.clone());
         self.expect("node", "\"node\"")?;
+        self.path_len = path_len;
         self.components.push(name);
         Ok(())
     }
@@ -472,7 +490,13 @@ pub fn unpack<R: Read>(
 ) -> Result<Unpacked, UnpackError> {
     let mut done = Unpacked::default();
     while let Some(entry) = reader.next_entry()? {
-        let path = dest.join(&entry.path);
+        // Not `dest.join("")` for the root: its trailing `/` would follow a
+        // link at `dest` and make a root file or link a folder name.
+        let path = if entry.path.as_os_str().is_empty() {
+            dest.to_owned()
+        } else {
+            dest.join(&entry.path)
+        };
         let write = |e| UnpackError::Write { path: path.clone(), source: e };
         match entry.kind {
             EntryKind::Directory => {
@@ -537,13 +561,16 @@ fn copy_contents(from: &mut impl Read, to: &mut impl Write) -> Result<u64, Copy>
     }
 }
 
+/// A real (not symlinked) empty folder: the root may be unpacked into one.
 fn is_empty_dir(path: &Path) -> bool {
-    fs::read_dir(path).is_ok_and(|mut d| d.next().is_none())
+    fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+        && fs::read_dir(path).is_ok_and(|mut d| d.next().is_none())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     /// A NAR writer for tests of the reader's refusals: tokens as given, no
     /// checks, so malformed archives can be made.
@@ -746,5 +773,202 @@ mod tests {
         assert_eq!(got[1].0.kind, EntryKind::Symlink { target: b"../../etc/passwd".to_vec() });
         assert_eq!(got[2].0.kind, EntryKind::Regular { executable: true, size: 2 });
         assert_eq!(got[2].1, b"#!");
+    }
+
+    fn entry(name: &'static str, node: Vec<Tok>) -> Vec<Tok> {
+        let mut t = vec![S("entry"), S("("), S("name"), S(name), S("node"), S("(")];
+        t.extend(node);
+        t.extend([S(")"), S(")")]);
+        t
+    }
+
+    fn link(target: &'static str) -> Vec<Tok> {
+        vec![S("type"), S("symlink"), S("target"), S(target)]
+    }
+
+    fn subdir(entries: Vec<Vec<Tok>>) -> Vec<Tok> {
+        let mut t = vec![S("type"), S("directory")];
+        t.extend(entries.into_iter().flatten());
+        t
+    }
+
+    /// Unpacks `bytes` into `parent/out` of a fresh `parent` holding a
+    /// sentinel file; checks nothing but `out` appeared beside the sentinel
+    /// and returns the result and the folder (kept alive).
+    fn unpack_beside_sentinel(bytes: &[u8]) -> (Result<Unpacked, UnpackError>, tempfile::TempDir) {
+        let parent = tempfile::tempdir().unwrap();
+        fs::write(parent.path().join("sentinel"), b"kept").unwrap();
+        let out = parent.path().join("out");
+        let result = unpack(&mut NarReader::new(bytes), &out, &|_| true);
+        let mut names: Vec<_> = fs::read_dir(parent.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert!(names == ["out", "sentinel"] || names == ["sentinel"], "{names:?}");
+        assert_eq!(fs::read(parent.path().join("sentinel")).unwrap(), b"kept");
+        (result, parent)
+    }
+
+    #[test]
+    fn nothing_is_written_through_a_link_or_outside_the_destination() {
+        // A link to the parent, then the same name as a folder holding a
+        // file, then as a file: each would write beside the sentinel if the
+        // link were followed. Refused as a repeated entry, before any write.
+        let x = || vec![S("type"), S("regular"), S("contents"), S("escaped")];
+        let attempts = [
+            dir(vec![entry("a", link("..")), entry("a", subdir(vec![entry("x", x())]))]),
+            dir(vec![entry("a", link("..")), entry("a", x())]),
+            dir(vec![entry("a", link("../sentinel")), entry("a", x())]),
+            // Out of order: the folder "b" first, then the link "a" (a
+            // reader without the order check would make the link after).
+            dir(vec![entry("b", subdir(vec![])), entry("a", link("/"))]),
+            // A nested link to the root's parent, then a folder of its name.
+            dir(vec![entry(
+                "d",
+                subdir(vec![entry("l", link("../..")), entry("l", subdir(vec![entry("x", x())]))]),
+            )]),
+        ];
+        for tokens in attempts {
+            let bytes = nar(&tokens);
+            let (result, parent) = unpack_beside_sentinel(&bytes);
+            let err = result.expect_err("refused");
+            assert!(
+                matches!(err, UnpackError::Nar(NarError { kind: NarErrorKind::Order { .. }, .. })),
+                "{err}"
+            );
+            assert!(err.to_string().starts_with("NAR byte "), "{err}");
+            // The link itself is written as given (a NAR may hold any target).
+            let l = ["out/a", "out/d/l"].map(|p| parent.path().join(p));
+            assert!(
+                l.iter().any(|l| fs::symlink_metadata(l).is_ok_and(|m| m.is_symlink()))
+                    || fs::symlink_metadata(parent.path().join("out/b")).is_ok()
+            );
+            assert!(!parent.path().join("x").exists() && !parent.path().join("out/a/x").exists());
+        }
+        // Links pointing anywhere are written as they are, never followed.
+        let bytes = nar(&dir(vec![
+            entry("abs", link("/etc/passwd")),
+            entry("up", link("../../../../sentinel")),
+        ]));
+        let (result, parent) = unpack_beside_sentinel(&bytes);
+        assert_eq!(result.unwrap().others, 3);
+        let target = fs::read_link(parent.path().join("out/up")).unwrap();
+        assert_eq!(target, Path::new("../../../../sentinel"));
+    }
+
+    #[test]
+    fn the_destination_must_be_new_or_a_real_empty_folder() {
+        let bytes = nar(&dir(vec![file("f", "x")]));
+        let parent = tempfile::tempdir().unwrap();
+        fs::create_dir(parent.path().join("elsewhere")).unwrap();
+        let out = parent.path().join("out");
+        symlink("elsewhere", &out).unwrap();
+        let err = unpack(&mut NarReader::new(bytes.as_slice()), &out, &|_| true).unwrap_err();
+        assert!(matches!(err, UnpackError::Write { .. }), "{err}");
+        assert!(err.to_string().contains("out: "), "{err}");
+        assert!(!parent.path().join("elsewhere/f").exists());
+        let out = parent.path().join("empty");
+        fs::create_dir(&out).unwrap();
+        unpack(&mut NarReader::new(bytes.as_slice()), &out, &|_| true).unwrap();
+        assert_eq!(fs::read(out.join("f")).unwrap(), b"x");
+    }
+
+    #[test]
+    fn a_file_declaring_2_pow_62_bytes_on_a_short_stream_fails_at_its_end() {
+        let mut t = vec![S("nix-archive-1"), S("("), S("type"), S("directory")];
+        t.extend([S("entry"), S("("), S("name"), S("big"), S("node"), S("(")]);
+        t.extend([S("type"), S("regular"), S("contents"), N(1 << 62)]);
+        let mut bytes = nar(&t);
+        bytes.extend_from_slice(&[0x7f; 100_000]);
+        let (result, parent) = unpack_beside_sentinel(&bytes);
+        let err = result.unwrap_err();
+        assert!(
+            matches!(&err, UnpackError::Nar(NarError { kind: NarErrorKind::Truncated, offset })
+                if *offset == bytes.len() as u64),
+            "{err}"
+        );
+        // What arrived was written (the caller removes it), nothing more.
+        assert_eq!(fs::metadata(parent.path().join("out/big")).unwrap().len(), 100_000);
+    }
+
+    #[test]
+    fn refusals_say_at_which_byte() {
+        let mut e = file("x", "");
+        e[3] = S("..");
+        let bytes = nar(&dir(vec![file("a", "1"), e]));
+        let err = read_all(&bytes).unwrap_err();
+        // The refused name's length field.
+        let at = bytes.windows(10).rposition(|w| w == b"\x02\0\0\0\0\0\0\0..").unwrap();
+        assert_eq!(err.offset, at as u64);
+        assert_eq!(err.to_string(), format!("NAR byte {at}: invalid entry name \"..\""));
+        let bytes = nar(&dir(vec![file("b", ""), file("a", "")]));
+        let err = read_all(&bytes).unwrap_err();
+        let at = bytes.windows(9).rposition(|w| w == b"\x01\0\0\0\0\0\0\0a").unwrap();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "NAR byte {at}: entry \"a\" is not after \"b\" (entries must be sorted and unique)"
+            )
+        );
+    }
+
+    #[test]
+    fn nesting_up_to_the_cap_is_read_and_long_paths_are_refused() {
+        let mut t = vec![S("nix-archive-1")];
+        for _ in 0..MAX_DEPTH - 1 {
+            t.extend([S("("), S("type"), S("directory"), S("entry"), S("("), S("name")]);
+            t.extend([S("d"), S("node")]);
+        }
+        t.extend([S("("), S("type"), S("directory"), S(")")]);
+        for _ in 0..MAX_DEPTH - 1 {
+            t.extend([S(")"), S(")")]);
+        }
+        let got = read_all(&nar(&t)).unwrap();
+        assert_eq!(got.len(), MAX_DEPTH);
+        assert_eq!(got[MAX_DEPTH - 1].0.path.as_os_str().len(), (MAX_DEPTH - 1) * 2 - 1);
+
+        // Two names of 2,048 bytes: 4,097 bytes with the separator.
+        let long: &'static str = Box::leak("n".repeat(2048).into_boxed_str());
+        let mut t = vec![S("nix-archive-1"), S("("), S("type"), S("directory")];
+        t.extend([S("entry"), S("("), S("name"), S(long), S("node"), S("(")]);
+        t.extend([S("type"), S("directory")]);
+        t.extend([S("entry"), S("("), S("name"), S(long), S("node")]);
+        let k = kind_of(&nar(&t));
+        assert!(matches!(k, NarErrorKind::PathTooLong(4097)), "{k}");
+        // A name over MAX_STRING is refused before it is read.
+        let mut e = file("x", "");
+        e[3] = N(MAX_STRING + 1);
+        let k = kind_of(&nar(&dir(vec![e])));
+        assert!(matches!(k, NarErrorKind::TooLong(4097)), "{k}");
+    }
+
+    #[test]
+    fn a_root_file_or_link_is_unpacked_at_the_destination() {
+        // Found writing the tests above: the root was `dest.join("")`, with
+        // a trailing `/`, so a store path that is one file failed (EISDIR).
+        let parent = tempfile::tempdir().unwrap();
+        let bytes = nar(&[
+            S("nix-archive-1"),
+            S("("),
+            S("type"),
+            S("regular"),
+            S("executable"),
+            S(""),
+            S("contents"),
+            S("#!x"),
+            S(")"),
+        ]);
+        let out = parent.path().join("script");
+        let done = unpack(&mut NarReader::new(bytes.as_slice()), &out, &|_| true).unwrap();
+        assert_eq!((done.files, done.bytes), (1, 3));
+        assert_eq!(fs::read(&out).unwrap(), b"#!x");
+        assert_eq!(fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o755);
+        let bytes =
+            nar(&[S("nix-archive-1"), S("("), S("type"), S("symlink"), S("target"), S("script")]);
+        let bytes = [bytes, nar(&[S(")")])].concat();
+        let out = parent.path().join("link");
+        unpack(&mut NarReader::new(bytes.as_slice()), &out, &|_| true).unwrap();
+        assert_eq!(fs::read_link(&out).unwrap(), Path::new("script"));
     }
 }

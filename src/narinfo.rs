@@ -23,6 +23,15 @@ pub enum NarInfoError {
         /// 1-based line number.
         line: usize,
     },
+    /// A line holding a control character: a CR of CRLF line ends (Nix
+    /// splits on LF only, so its values would end in CR and fail), NUL, tab...
+    #[error("line {line}: control character {char:?} (narinfo lines end in LF, with no CR)")]
+    Control {
+        /// 1-based line number.
+        line: usize,
+        /// The character.
+        char: char,
+    },
     /// A field given twice (other than `Sig`).
     #[error("line {line}: {field} given twice")]
     Repeated {
@@ -124,10 +133,14 @@ impl NarInfo {
         let mut nar_size = None;
         let mut references = None;
         let mut signatures = Vec::new();
-        for (i, line) in text.lines().enumerate() {
+        // Split on LF only, as Nix does: the CR of a CRLF stays in the line.
+        for (i, line) in text.split('\n').enumerate() {
             let line_no = i + 1;
             if line.is_empty() {
                 continue;
+            }
+            if let Some(c) = line.chars().find(|c| c.is_control()) {
+                return Err(NarInfoError::Control { line: line_no, char: c });
             }
             let (key, value) =
                 line.split_once(": ").ok_or(NarInfoError::Syntax { line: line_no })?;

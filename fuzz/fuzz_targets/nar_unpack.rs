@@ -1,0 +1,110 @@
+//! Fuzz target: `nar::unpack`, the only code that writes what a binary cache
+//! serves to disk. Each input is unpacked into `parent/out` of a fresh
+//! `parent` folder that also holds a sentinel file. Properties: no panic;
+//! afterwards `parent` holds the sentinel, unchanged, and at most `out`
+//! (nothing was written beside the destination or through a link pointing
+//! there); every entry the reader yielded before the first error is on disk
+//! at its path below `out` with its type (a symlink with its target as
+//! given), under real folders only (no link was written through); nothing
+//! else is below `out`; no file holds more bytes than it declared.
+#![no_main]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use libfuzzer_sys::fuzz_target;
+use nix_cuda_hooks::nar::{self, EntryKind, NarReader};
+
+const SENTINEL: &[u8] = b"must stay as it is";
+
+static RUN: AtomicU64 = AtomicU64::new(0);
+
+fuzz_target!(|data: &[u8]| {
+    // What the reader yields before its first error (a second reader: the
+    // one `unpack` consumes is not visible).
+    let mut expected = BTreeMap::new();
+    let mut reader = NarReader::new(data);
+    while let Ok(Some(entry)) = reader.next_entry() {
+        let mut len = 0u64;
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.contents().read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            len += n as u64;
+        }
+        expected.insert(entry.path, (entry.kind, len));
+    }
+
+    let base = std::env::temp_dir().join(format!("nar_unpack-{}", std::process::id()));
+    let parent = base.join(RUN.fetch_add(1, Ordering::Relaxed).to_string());
+    fs::create_dir_all(&parent).expect("temporary folder");
+    fs::write(parent.join("sentinel"), SENTINEL).expect("sentinel");
+    let out = parent.join("out");
+
+    let result = nar::unpack(&mut NarReader::new(data), &out, &|_| true);
+
+    let mut beside: Vec<_> = fs::read_dir(&parent)
+        .expect("parent")
+        .map(|e| e.expect("entry").file_name().into_string().expect("ASCII"))
+        .collect();
+    beside.sort();
+    assert!(beside == ["out", "sentinel"] || beside == ["sentinel"], "beside: {beside:?}");
+    assert_eq!(fs::read(parent.join("sentinel")).expect("sentinel"), SENTINEL);
+
+    let mut on_disk = BTreeMap::new();
+    if fs::symlink_metadata(&out).is_ok() {
+        walk(&out, PathBuf::new(), &mut on_disk);
+    }
+    for (path, kind) in &on_disk {
+        let Some((declared, read)) = expected.get(path) else {
+            panic!("{path:?} is on disk but the reader never yielded it");
+        };
+        match (kind, declared) {
+            (Disk::Dir, EntryKind::Directory) => {}
+            (Disk::Link(t), EntryKind::Symlink { target }) => assert_eq!(t, target),
+            (Disk::File(len), EntryKind::Regular { size, .. }) => {
+                assert!(len <= size && len <= read, "{path:?}: {len} bytes of {size}")
+            }
+            (disk, declared) => panic!("{path:?}: {disk:?} on disk, {declared:?} in the NAR"),
+        }
+        // Every folder above it is a real folder, not a link.
+        for ancestor in path.ancestors().skip(1) {
+            let meta = fs::symlink_metadata(out.join(ancestor)).expect("ancestor");
+            assert!(meta.is_dir() && !meta.file_type().is_symlink(), "{ancestor:?}");
+        }
+    }
+    if result.is_ok() {
+        assert_eq!(on_disk.len(), expected.len(), "unpack succeeded but wrote another tree");
+    }
+    fs::remove_dir_all(&parent).expect("cleanup");
+});
+
+#[derive(Debug)]
+enum Disk {
+    Dir,
+    File(u64),
+    Link(Vec<u8>),
+}
+
+/// The tree below `root`, links not followed.
+fn walk(root: &Path, rel: PathBuf, out: &mut BTreeMap<PathBuf, Disk>) {
+    let path = root.join(&rel);
+    let meta = fs::symlink_metadata(&path).expect("lstat");
+    let kind = if meta.file_type().is_symlink() {
+        Disk::Link(fs::read_link(&path).expect("readlink").as_os_str().as_bytes().to_vec())
+    } else if meta.is_dir() {
+        for entry in fs::read_dir(&path).expect("read_dir") {
+            walk(root, rel.join(entry.expect("entry").file_name()), out);
+        }
+        Disk::Dir
+    } else {
+        assert!(meta.is_file(), "{path:?} is neither folder, file nor link");
+        Disk::File(meta.len())
+    };
+    out.insert(rel, kind);
+}
