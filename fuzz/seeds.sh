@@ -102,6 +102,12 @@ cp "$work/libplain.so" "$nixdir/tree/" 2>/dev/null || true
     p=$(nix-store --add "$nixdir/tree")
     nix --extra-experimental-features nix-command copy \
         --to "file://$nixdir/cache?compression=zstd&secret-key=$nixdir/sk" "$p"
+    cp "$nixdir"/cache/nar/* "$out/nar/"
+    for c in xz bzip2; do
+        nix --extra-experimental-features nix-command copy \
+            --to "file://$nixdir/cache-$c?compression=$c" "$p"
+        cp "$nixdir"/cache-$c/nar/* "$out/nar/"
+    done
     # The parser is fuzzed with /nix/store as the store.
     sed "s|$nixdir/store|/nix/store|g" "$nixdir"/cache/*.narinfo >"$out/nar/narinfo"
 ) >/dev/null 2>&1 || echo "seeds.sh: Nix is missing (make tools): no NAR seeds" >&2

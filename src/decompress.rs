@@ -5,17 +5,23 @@
 //! xz block its LZMA2 dictionary (up to 4 GiB), a zstd frame its window (up
 //! to 3.75 TiB, or its whole content size for a single-segment frame). A
 //! decoder that trusted the declaration would hold that much in memory once
-//! the output grows, and a few kilobytes of input can produce gigabytes. So:
+//! the output grows, and a few kilobytes of input can produce gigabytes. So
+//! each stream's history is capped at [`MAX_WINDOW`] (128 MiB), and memory
+//! per stream is bounded by it:
 //!
-//! - **xz**: liblzma's memory limit is [`MAX_DECODER_MEMORY`]; a block whose
-//!   decoder needs more is refused before anything is allocated. `nix copy`
-//!   writes xz preset 6 (8 MiB dictionary); preset 9, the largest a preset
-//!   gives, needs 65 MiB to decode (docs/binary-cache.md).
-//! - **zstd**: each frame header is read here first and a window larger than
-//!   [`MAX_DECODER_MEMORY`] (zstd's own default decoder limit, 2^27 bytes,
-//!   which is also what Nix's decoder accepts) is refused; ruzstd then keeps
-//!   at most one window plus one block (128 KiB). Concatenated frames and
-//!   skippable frames are read as the zstd tool reads them.
+//! - **xz**: liblzma's memory limit is [`MAX_WINDOW`]; a block whose
+//!   decoder needs more (a dictionary over about 127 MiB) is refused before
+//!   anything is allocated. `nix copy` writes preset 6 (8 MiB dictionary),
+//!   and with `compression-level=9` 64 MiB, the largest preset: at most
+//!   128 MiB for xz.
+//! - **zstd**: each frame header is read here first and a window over
+//!   [`MAX_WINDOW`] (zstd's own default decoder limit, 2^27 bytes) is
+//!   refused; `nix copy` writes 2 MiB windows by default, 8 MiB at level 19
+//!   and exactly 2^27 at level 22, the highest. ruzstd keeps the window in
+//!   a ring buffer that grows to the next power of two above window plus one
+//!   block, copying on growth: at most about 2 x 128 MiB = 256 MiB (measured
+//!   in `tests/nar.rs`). Concatenated and skippable frames are read as the
+//!   zstd tool reads them.
 //! - **bzip2**: the format bounds the decoder (a block is at most 900 kB;
 //!   about 3.6 MiB of tables), nothing to check.
 //!
@@ -27,10 +33,11 @@ use std::io::{self, BufRead, Read};
 
 use crate::narinfo::Compression;
 
-/// The most memory a decoder may need for one stream: 128 MiB, zstd's
-/// default window limit (`ZSTD_WINDOWLOG_LIMIT_DEFAULT`, 2^27 bytes), and
-/// twice what xz's largest preset needs.
-pub const MAX_DECODER_MEMORY: u64 = 1 << 27;
+/// The largest history (zstd window, xz decoder memory) a stream may
+/// declare: 128 MiB, zstd's default window limit
+/// (`ZSTD_WINDOWLOG_LIMIT_DEFAULT`, 2^27 bytes), what `nix copy` writes at
+/// zstd level 22, and twice what xz's largest preset needs.
+pub const MAX_WINDOW: u64 = 1 << 27;
 
 /// What is wrong with a compressed stream.
 #[derive(Debug, thiserror::Error)]
@@ -100,7 +107,7 @@ fn annotate(format: &'static str, offset: u64, e: io::Error) -> io::Error {
                 format!(
                     "the stream needs more than {} MiB of memory to decode (an xz dictionary \
                      over the limit; xz -9, the largest preset, needs 65 MiB)",
-                    MAX_DECODER_MEMORY >> 20
+                    MAX_WINDOW >> 20
                 )
             } else {
                 inner.to_string()
@@ -125,10 +132,8 @@ enum Xz {
 
 impl Xz {
     fn new(input: Input) -> Xz {
-        match liblzma::stream::Stream::new_stream_decoder(
-            MAX_DECODER_MEMORY,
-            liblzma::stream::CONCATENATED,
-        ) {
+        match liblzma::stream::Stream::new_stream_decoder(MAX_WINDOW, liblzma::stream::CONCATENATED)
+        {
             Ok(stream) => {
                 Xz::Decoding(Box::new(liblzma::bufread::XzDecoder::new_stream(input, stream)))
             }
@@ -161,6 +166,12 @@ impl Read for Bzip2 {
 
 const ZSTD_MAGIC: u32 = 0xfd2f_b528;
 
+/// ruzstd's reader of one frame whose header was read (and checked) here.
+type FrameReader = ruzstd::decoding::StreamingDecoder<
+    io::Chain<io::Cursor<Vec<u8>>, Input>,
+    ruzstd::decoding::FrameDecoder,
+>;
+
 /// zstd: frame after frame, each window checked before ruzstd sees it.
 struct Zstd {
     state: ZstdState,
@@ -170,14 +181,7 @@ enum ZstdState {
     /// Between frames (or before the first): the next header is read here.
     Between(Input),
     /// Inside a frame: the header bytes already read, chained before the rest.
-    Frame(
-        Box<
-            ruzstd::decoding::StreamingDecoder<
-                io::Chain<io::Cursor<Vec<u8>>, Input>,
-                ruzstd::decoding::FrameDecoder,
-            >,
-        >,
-    ),
+    Frame(Box<FrameReader>),
     /// After an error or in transition.
     Poisoned,
 }
@@ -281,14 +285,14 @@ fn read_frame_header(input: &mut Input, at: u64) -> io::Result<Option<Vec<u8>>> 
         let base = 1u64 << log;
         base + (base / 8) * u64::from(descriptor & 7)
     };
-    if window > MAX_DECODER_MEMORY {
+    if window > MAX_WINDOW {
         return Err(error(
             "zstd",
             at,
             format!(
                 "a frame declares a {} window, more than the {} MiB limit (zstd's default)",
                 human(window),
-                MAX_DECODER_MEMORY >> 20
+                MAX_WINDOW >> 20
             ),
         ));
     }
@@ -304,4 +308,190 @@ fn human(bytes: u64) -> String {
         }
     }
     format!("{bytes}-byte")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(compression: Compression, bytes: Vec<u8>) -> io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        decompressor(&compression, Box::new(io::Cursor::new(bytes)))
+            .expect("supported")
+            .read_to_end(&mut out)?;
+        Ok(out)
+    }
+
+    fn refused(compression: Compression, bytes: Vec<u8>) -> String {
+        let err = read_all(compression, bytes).expect_err("refused");
+        assert!(err.get_ref().is_some_and(|e| e.is::<DecompressError>()), "{err}");
+        err.to_string()
+    }
+
+    /// A zstd frame header: no checksum, no dictionary; a window descriptor,
+    /// or with `single` a single-segment frame of 8-byte content size `fcs`.
+    fn zstd_header(window_descriptor: u8, single: Option<u64>) -> Vec<u8> {
+        let mut h = ZSTD_MAGIC.to_le_bytes().to_vec();
+        match single {
+            Some(fcs) => {
+                h.push(0xe0);
+                h.extend_from_slice(&fcs.to_le_bytes());
+            }
+            None => h.extend_from_slice(&[0x00, window_descriptor]),
+        }
+        h
+    }
+
+    /// A raw block, then `rle` RLE blocks of 128 KiB of `byte`; the last one
+    /// marked last.
+    fn zstd_blocks(raw: &[u8], rle: usize, byte: u8) -> Vec<u8> {
+        let header = |size: usize, kind: u32, last: bool| {
+            let h = ((size as u32) << 3) | (kind << 1) | u32::from(last);
+            h.to_le_bytes()[..3].to_vec()
+        };
+        let mut out = header(raw.len(), 0, rle == 0);
+        out.extend_from_slice(raw);
+        for i in 0..rle {
+            out.extend(header(128 << 10, 1, i + 1 == rle));
+            out.push(byte);
+        }
+        out
+    }
+
+    #[test]
+    fn zstd_windows_over_the_limit_are_refused_before_decoding() {
+        // 2^27 + 2^24 (one step over), 2^41 (the largest), and a single
+        // segment claiming 1 TiB of content.
+        for (header, shown) in [
+            (zstd_header(0x89, None), "144.0 MiB (150994944 bytes)"),
+            (zstd_header(0xf8, None), "2.0 TiB (2199023255552 bytes)"),
+            (zstd_header(0, Some(1 << 40)), "1.0 TiB (1099511627776 bytes)"),
+        ] {
+            let mut bytes = header;
+            bytes.extend(zstd_blocks(b"", 8, 0));
+            assert_eq!(
+                refused(Compression::Zstd, bytes),
+                format!(
+                    "zstd stream, compressed byte 0: a frame declares a {shown} window, more \
+                     than the 128 MiB limit (zstd's default)"
+                )
+            );
+        }
+        // The check is made for every frame, at its offset.
+        let mut bytes = zstd_header(0x00, None);
+        bytes.extend(zstd_blocks(b"first", 0, 0));
+        let second = bytes.len();
+        bytes.extend(zstd_header(0xf8, None));
+        bytes.extend(zstd_blocks(b"x", 0, 0));
+        let err = refused(Compression::Zstd, bytes);
+        assert!(err.starts_with(&format!("zstd stream, compressed byte {second}: ")), "{err}");
+    }
+
+    #[test]
+    fn zstd_at_the_limit_concatenated_and_skippable_frames_decode() {
+        // A 128 MiB window (0x88: 2^27), 1 MiB of output from 32 bytes.
+        let mut bytes = zstd_header(0x88, None);
+        bytes.extend(zstd_blocks(b"nix", 8, b'z'));
+        // A skippable frame (as pzstd writes), then a second frame.
+        bytes.extend_from_slice(&0x184d_2a53u32.to_le_bytes());
+        bytes.extend_from_slice(&3u32.to_le_bytes());
+        bytes.extend_from_slice(b"abc");
+        bytes.extend(zstd_header(0x00, None));
+        bytes.extend(zstd_blocks(b"-archive", 0, 0));
+        let out = read_all(Compression::Zstd, bytes).unwrap();
+        assert_eq!(out.len(), 3 + (8 << 17) + 8);
+        assert!(out.starts_with(b"nixzzz") && out.ends_with(b"zz-archive"));
+        // An empty input is an empty stream (the NAR reader then says truncated).
+        assert!(read_all(Compression::Zstd, vec![]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn zstd_garbage_and_truncation_are_errors() {
+        let err = refused(Compression::Zstd, b"nix-archive-1\0\0\0".to_vec());
+        assert_eq!(err, "zstd stream, compressed byte 0: not a zstd frame (magic 0x2d78696e)");
+        let header = zstd_header(0x00, None);
+        let err = refused(Compression::Zstd, header[..5].to_vec());
+        assert_eq!(err, "zstd stream, compressed byte 0: a frame header is truncated");
+        let mut bytes = header;
+        bytes.extend(zstd_blocks(b"0123456789", 0, 0));
+        bytes.truncate(bytes.len() - 4);
+        let err = refused(Compression::Zstd, bytes);
+        assert!(err.starts_with("zstd stream, compressed byte "), "{err}");
+        let mut skippable = 0x184d_2a50u32.to_le_bytes().to_vec();
+        skippable.extend_from_slice(&100u32.to_le_bytes());
+        let err = refused(Compression::Zstd, skippable);
+        assert_eq!(err, "zstd stream, compressed byte 0: a skippable frame is truncated");
+    }
+
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = (crc >> 1) ^ (0xedb8_8320 & (crc & 1).wrapping_neg());
+            }
+        }
+        !crc
+    }
+
+    /// liblzma's xz of `data` (preset 0) with the LZMA2 dictionary size byte
+    /// of its one block set to `dict` (size `(2 | dict & 1) << (dict / 2 + 11)`,
+    /// 40 = 4 GiB - 1), the block header's CRC32 redone.
+    fn xz_with_dictionary(data: &[u8], dict: u8) -> Vec<u8> {
+        let mut xz = Vec::new();
+        liblzma::read::XzEncoder::new(data, 0).read_to_end(&mut xz).unwrap();
+        // Stream header (12 bytes), then the block header: its size, flags
+        // (no optional sizes, one filter), filter ID 0x21 (LZMA2), 1 byte of
+        // properties: the dictionary size.
+        let size = (usize::from(xz[12]) + 1) * 4;
+        assert_eq!(&xz[13..16], &[0x00, 0x21, 0x01], "liblzma's block header layout");
+        xz[16] = dict;
+        let crc = crc32(&xz[12..12 + size - 4]);
+        xz[12 + size - 4..12 + size].copy_from_slice(&crc.to_le_bytes());
+        xz
+    }
+
+    #[test]
+    fn xz_dictionaries_over_the_limit_are_refused() {
+        let data = b"nix-archive-1".repeat(100);
+        // 64 MiB, what `xz -9` uses: decoded.
+        assert_eq!(read_all(Compression::Xz, xz_with_dictionary(&data, 28)).unwrap(), data);
+        // 128 MiB (the limit itself, plus liblzma's own state) and 4 GiB.
+        for dict in [30, 40] {
+            let err = refused(Compression::Xz, xz_with_dictionary(&data, dict));
+            assert!(
+                err.starts_with("xz stream, compressed byte ")
+                    && err.ends_with(
+                        "the stream needs more than 128 MiB of memory to decode (an xz \
+                         dictionary over the limit; xz -9, the largest preset, needs 65 MiB)"
+                    ),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn xz_and_bzip2_garbage_and_truncation_are_errors() {
+        let data = b"nix-archive-1".repeat(1000);
+        let mut xz = Vec::new();
+        liblzma::read::XzEncoder::new(data.as_slice(), 6).read_to_end(&mut xz).unwrap();
+        let mut bz = Vec::new();
+        bzip2::read::BzEncoder::new(data.as_slice(), bzip2::Compression::best())
+            .read_to_end(&mut bz)
+            .unwrap();
+        for (compression, format, whole) in
+            [(Compression::Xz, "xz", xz), (Compression::Bzip2, "bzip2", bz)]
+        {
+            assert_eq!(read_all(compression.clone(), whole.clone()).unwrap(), data);
+            for bytes in [whole[..whole.len() / 2].to_vec(), b"nix-archive-1".to_vec(), {
+                let mut flipped = whole.clone();
+                let at = flipped.len() / 2;
+                flipped[at] ^= 0x55;
+                flipped
+            }] {
+                let err = refused(compression.clone(), bytes);
+                assert!(err.starts_with(&format!("{format} stream, compressed byte ")), "{err}");
+            }
+        }
+    }
 }

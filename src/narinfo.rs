@@ -172,10 +172,15 @@ impl NarInfo {
         check_base_name(base).map_err(|r| invalid("StorePath", r))?;
 
         let url = url.ok_or(NarInfoError::Missing("URL"))?;
+        // Nix writes `nar/<hash>.nar[.xz]`. Besides absolute paths, schemes
+        // and dot segments, refuse what an HTTP client would reinterpret:
+        // `%2e%2e` and `\` are dot segments and `/` to URL parsers, `?` and
+        // `#` end the path, whitespace is not allowed.
         if url.is_empty()
             || url.starts_with('/')
             || url.contains("://")
             || url.split('/').any(|c| c == ".." || c == "." || c.is_empty())
+            || url.chars().any(|c| matches!(c, '%' | '\\' | '?' | '#') || c.is_whitespace())
         {
             return Err(invalid(
                 "URL",
@@ -459,5 +464,150 @@ mod tests {
                 .unwrap();
         let err = other.verify(STORE, &[key]).unwrap_err();
         assert!(err.to_string().contains("other-1 (not trusted)"), "{err}");
+    }
+
+    fn field_error(text: &str) -> (&'static str, String) {
+        match NarInfo::parse(text, STORE) {
+            Err(NarInfoError::Invalid { field, reason }) => (field, reason),
+            other => panic!("{text:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_required_field_missing_or_repeated_is_named() {
+        let good = info("");
+        for field in ["StorePath", "URL", "NarHash", "NarSize"] {
+            let text: String = good
+                .lines()
+                .filter(|l| !l.starts_with(&format!("{field}: ")))
+                .map(|l| l.to_owned() + "\n")
+                .collect();
+            assert_eq!(NarInfo::parse(&text, STORE), Err(NarInfoError::Missing(field)));
+        }
+        for (line, field) in ["StorePath", "URL", "Compression", "NarHash", "NarSize", "References"]
+            .iter()
+            .enumerate()
+        {
+            let repeated = good.lines().nth(line).unwrap();
+            let text = format!("{good}{repeated}\n");
+            assert_eq!(
+                NarInfo::parse(&text, STORE),
+                Err(NarInfoError::Repeated { line: 7, field })
+            );
+            assert_eq!(
+                NarInfo::parse(&text, STORE).unwrap_err().to_string(),
+                format!("line 7: {field} given twice")
+            );
+        }
+        // Several Sig lines are allowed (one per key), empty lines skipped.
+        let text = info("Sig: a:AAAA\nSig: b:AAAA\n\n");
+        assert_eq!(NarInfo::parse(&text, STORE).unwrap().signatures.len(), 2);
+        // A line without ": " (Nix's separator) is a syntax error.
+        assert_eq!(
+            NarInfo::parse(&info("NarSize:120\n"), STORE),
+            Err(NarInfoError::Syntax { line: 7 })
+        );
+        assert_eq!(NarInfo::parse("", STORE), Err(NarInfoError::Missing("StorePath")));
+    }
+
+    #[test]
+    fn bad_hashes_and_sizes_are_refused_by_field() {
+        let hash = format!("sha256:{}", "1".repeat(52));
+        for bad in [
+            "sha256:".to_string(),
+            format!("sha256:{}", "1".repeat(51)),
+            format!("sha256:{}", "1".repeat(53)),
+            format!("sha256:{}e", "1".repeat(51)),
+            format!("sha256:z{}", "1".repeat(51)),
+            format!("sha256:{}", "g".repeat(64)),
+            format!("sha256:{}é", "0".repeat(62)),
+            "sha256-AAAA".to_string(),
+            "sha256-!!!!".to_string(),
+            format!("sha512:{}", "1".repeat(52)),
+            format!("md5:{}", "1".repeat(26)),
+            "1".repeat(52),
+        ] {
+            let (field, reason) = field_error(&info("").replace(&hash, &bad));
+            assert_eq!(field, "NarHash", "{bad}: {reason}");
+        }
+        for bad in ["", "-1", "+-1", "1e3", "0x10", " 5", "18446744073709551616", "١٢"] {
+            let (field, reason) =
+                field_error(&info("").replace("NarSize: 120", &format!("NarSize: {bad}")));
+            assert_eq!(field, "NarSize", "{bad}");
+            assert!(reason.contains("is not a size"), "{reason}");
+        }
+        let max = info("").replace("NarSize: 120", &format!("NarSize: {}", u64::MAX));
+        assert_eq!(NarInfo::parse(&max, STORE).unwrap().nar_size, u64::MAX);
+    }
+
+    #[test]
+    fn urls_that_leave_the_cache_are_refused() {
+        for bad in [
+            "/etc/passwd",
+            "../x",
+            "nar/../../x",
+            "nar/./x",
+            "nar//x",
+            "",
+            "nar/",
+            "http://evil/x",
+            "file:///etc/passwd",
+            "nar/%2e%2e/%2e%2e/x",
+            "nar\\..\\..\\x",
+            "nar/x?y=1",
+            "nar/x#frag",
+            "nar/a b",
+        ] {
+            let (field, reason) =
+                field_error(&info("").replace("URL: nar/x.nar.xz", &format!("URL: {bad}")));
+            assert_eq!(field, "URL", "{bad}");
+            assert!(reason.contains("not a relative path inside the cache"), "{reason}");
+        }
+    }
+
+    #[test]
+    fn control_characters_and_crlf_are_refused_with_their_line() {
+        let crlf = info("").replace('\n', "\r\n");
+        assert_eq!(
+            NarInfo::parse(&crlf, STORE),
+            Err(NarInfoError::Control { line: 1, char: '\r' })
+        );
+        assert!(NarInfo::parse(&crlf, STORE)
+            .unwrap_err()
+            .to_string()
+            .contains("line 1: control character '\\r'"));
+        let nul = info("").replace("NarSize: 120", "NarSize: 12\x000");
+        assert_eq!(NarInfo::parse(&nul, STORE), Err(NarInfoError::Control { line: 5, char: '\0' }));
+        let tab = info("Deriver:\tx\n");
+        assert_eq!(NarInfo::parse(&tab, STORE), Err(NarInfoError::Control { line: 7, char: '\t' }));
+    }
+
+    #[test]
+    fn a_huge_reference_list_is_read_and_a_bad_member_named() {
+        // 20,000 references (what fits in the 1 MiB the cache client reads):
+        // parsed, sorted and deduplicated in linear-ish time.
+        let refs: Vec<String> = (0..20_000u32)
+            .map(|i| {
+                let mut hash = nix32_encode(&i.to_le_bytes()).into_bytes();
+                hash.resize(32, b'0');
+                format!("{}-r{i}", String::from_utf8(hash).unwrap())
+            })
+            .collect();
+        let line = format!("References: {}", refs.join(" "));
+        assert!(line.len() < 1 << 20);
+        let text = info("")
+            .lines()
+            .filter(|l| !l.starts_with("References"))
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n"
+            + &line
+            + "\n";
+        let parsed = NarInfo::parse(&text, STORE).unwrap();
+        assert_eq!(parsed.references.len(), 20_000);
+        assert!(parsed.fingerprint(STORE).len() > 20_000 * 40);
+        let (field, reason) = field_error(&text.replace("-r19999", "-../r"));
+        assert_eq!(field, "References");
+        assert!(reason.contains("-../r"), "{reason}");
     }
 }

@@ -582,3 +582,264 @@ fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
     );
     assert!(got.iter().any(|(p, r)| p == &top && r.is_ok()));
 }
+
+/// The window a zstd frame header declares (format spec, section
+/// Window_Descriptor), read here independently of the library.
+fn zstd_window(frame: &[u8]) -> u64 {
+    assert_eq!(&frame[..4], &[0x28, 0xb5, 0x2f, 0xfd], "a zstd frame");
+    assert_eq!(frame[4] & 0x20, 0, "not single-segment: a window descriptor follows");
+    let base = 1u64 << (10 + (frame[5] >> 3));
+    base + base / 8 * u64::from(frame[5] & 7)
+}
+
+/// The LZMA2 dictionary size of an xz file's first block (xz format spec,
+/// sections 3.1 and 5.3.1): the block flags say which sizes precede the
+/// filter flags, each a variable-length integer.
+fn xz_dictionary(xz: &[u8]) -> u64 {
+    assert_eq!(&xz[..6], b"\xfd7zXZ\0");
+    let flags = xz[13];
+    let mut at = 14;
+    for present in [flags & 0x40 != 0, flags & 0x80 != 0] {
+        if present {
+            while xz[at] & 0x80 != 0 {
+                at += 1;
+            }
+            at += 1;
+        }
+    }
+    assert_eq!(&xz[at..at + 2], &[0x21, 0x01], "one LZMA2 filter");
+    let d = xz[at + 2];
+    (2 | u64::from(d & 1)) << (d / 2 + 11)
+}
+
+#[test]
+fn every_level_nix_copy_writes_decodes_within_the_decoder_bound() {
+    use nix_cuda_hooks::decompress::MAX_WINDOW;
+    let dir = nix_dir();
+    let d = dir.path();
+    let tree = d.join("tree");
+    make_tree(&tree);
+    fs::write(tree.join("lines"), (0..50_000).map(|i| format!("{i}\n")).collect::<String>())
+        .unwrap();
+    let store_path = String::from_utf8(nix(d, "nix-store", &["--add", tree.to_str().unwrap()]))
+        .unwrap()
+        .trim()
+        .to_string();
+    let mut largest = BTreeMap::new();
+    for (i, query) in [
+        "compression=xz",
+        "compression=xz&compression-level=9",
+        "compression=xz&parallel-compression=true",
+        "compression=zstd",
+        "compression=zstd&compression-level=19",
+        "compression=zstd&compression-level=22",
+        "compression=zstd&parallel-compression=true",
+        "compression=bzip2&compression-level=9",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let cache = d.join(format!("cache-{i}"));
+        let to = format!("file://{}?{query}", cache.display());
+        nix(
+            d,
+            "nix",
+            &["--extra-experimental-features", "nix-command", "copy", "--to", &to, &store_path],
+        );
+        let nar = fs::read_dir(cache.join("nar")).unwrap().next().unwrap().unwrap().path();
+        let bytes = fs::read(&nar).unwrap();
+        let memory = match nar.extension().unwrap().to_str().unwrap() {
+            "zst" => zstd_window(&bytes),
+            "xz" => xz_dictionary(&bytes),
+            _ => 0,
+        };
+        assert!(memory <= MAX_WINDOW, "{query}: {memory}");
+        let format = nar.extension().unwrap().to_str().unwrap().to_string();
+        let e = largest.entry(format).or_insert(0);
+        *e = memory.max(*e);
+        let cache = Cache::open(&format!("file://{}", cache.display()), vec![]).unwrap();
+        let dest = d.join(format!("out-{i}"));
+        cache.fetch(&store_path, &dest, &keep_all).unwrap_or_else(|e| panic!("{query}: {e}"));
+        assert_eq!(read_tree(&dest), read_tree(Path::new(&store_path)), "{query}");
+    }
+    // zstd level 22 declares exactly the bound (2^27), xz -9 64 MiB: the
+    // bound is what lets every level Nix offers through and nothing more.
+    assert_eq!(largest["zst"], MAX_WINDOW);
+    assert_eq!(largest["xz"], 64 << 20);
+}
+
+/// The NAR of a folder holding one file `big` of `size` bytes, without the
+/// contents: the bytes before them and the bytes after.
+fn nar_around_big_file(size: u64) -> (Vec<u8>, Vec<u8>) {
+    let put = |out: &mut Vec<u8>, s: &[u8]| {
+        out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        out.extend_from_slice(s);
+        out.resize(out.len().div_ceil(8) * 8, 0);
+    };
+    let mut head = Vec::new();
+    for t in ["nix-archive-1", "(", "type", "directory", "entry", "(", "name", "big", "node", "("] {
+        put(&mut head, t.as_bytes());
+    }
+    for t in ["type", "regular", "contents"] {
+        put(&mut head, t.as_bytes());
+    }
+    head.extend_from_slice(&size.to_le_bytes());
+    let mut tail = Vec::new();
+    for t in [")", ")", ")"] {
+        put(&mut tail, t.as_bytes());
+    }
+    (head, tail)
+}
+
+/// A zstd stream of [`nar_around_big_file`] with `size` zero bytes: the
+/// head in a raw block, the zeros in 128 KiB RLE blocks (4 bytes each), the
+/// tail in a last raw block. `window` is the frame's window descriptor.
+fn zstd_bomb(window: u8, size: u64) -> Vec<u8> {
+    let (head, tail) = nar_around_big_file(size);
+    let block = |size: usize, kind: u32, last: bool| {
+        (((size as u32) << 3) | (kind << 1) | u32::from(last)).to_le_bytes()[..3].to_vec()
+    };
+    let mut out = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, window];
+    out.extend(block(head.len(), 0, false));
+    out.extend(head);
+    assert_eq!(size % (128 << 10), 0);
+    for _ in 0..size / (128 << 10) {
+        out.extend(block(128 << 10, 1, false));
+        out.push(0);
+    }
+    out.extend(block(tail.len(), 0, true));
+    out.extend(tail);
+    out
+}
+
+/// Peak resident memory of this process (`VmHWM`), in KiB.
+fn peak_rss_kib() -> u64 {
+    let status = fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Hostile local NAR files, each unpacked in a process of its own (this
+/// test run again as a child) whose peak memory is measured: a zstd frame
+/// declaring a 2 TiB window over 1 GiB of zeros made from 32 KiB (refused
+/// at the header), the same at the 128 MiB bound (decoded: memory stays
+/// within twice the window), a NAR declaring a 2^62-byte file on a 1 MiB stream,
+/// and an xz block declaring a 4 GiB dictionary. Each error names the file.
+#[test]
+fn hostile_nar_files_are_refused_in_bounded_memory() {
+    const CHILD: &str = "NCH_NAR_MEMORY_CASE";
+    let dir = tempfile::tempdir().unwrap();
+    let nar = |name: &str, bytes: Vec<u8>| {
+        let path = dir.path().join(name);
+        fs::write(&path, bytes).unwrap();
+        path
+    };
+    if let Ok(case) = std::env::var(CHILD) {
+        let file = match case.as_str() {
+            "zstd-2tib-window" => nar("bomb.nar.zst", zstd_bomb(0xf8, 1 << 30)),
+            "zstd-128mib-window" => nar("ok.nar.zst", zstd_bomb(0x88, 1 << 30)),
+            "nar-2pow62-file" => {
+                let (mut plain, _) = nar_around_big_file(1 << 62);
+                plain.extend(std::iter::repeat_n(0x7f, 1 << 20));
+                nar("huge.nar", plain)
+            }
+            "xz-4gib-dictionary" => {
+                let mut xz = Vec::new();
+                liblzma::read::XzEncoder::new(&b"nix-archive-1"[..], 0)
+                    .read_to_end(&mut xz)
+                    .unwrap();
+                let size = (usize::from(xz[12]) + 1) * 4;
+                xz[16] = 40;
+                let crc = crc32fast_ieee(&xz[12..12 + size - 4]);
+                xz[12 + size - 4..12 + size].copy_from_slice(&crc.to_le_bytes());
+                nar("dict.nar.xz", xz)
+            }
+            other => panic!("unknown case {other}"),
+        };
+        let dest = dir.path().join("out");
+        let result = nix_cuda_hooks::cache::unpack_file(&file, &dest, &|_| false);
+        println!("rss-child peak={}", peak_rss_kib());
+        match result {
+            Ok(u) => println!("rss-child ok skipped={}", u.left_out),
+            Err(e) => println!("rss-child error={e}"),
+        }
+        return;
+    }
+    let run = |case: &str| -> (u64, String) {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "hostile_nar_files_are_refused_in_bounded_memory", "--nocapture"])
+            .env(CHILD, case)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{case}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+        let line = |key: &str| {
+            stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("rss-child ").and_then(|l| l.strip_prefix(key)))
+                .map(str::to_string)
+        };
+        let peak = line("peak=").unwrap_or_else(|| panic!("{case}: {stdout}")).parse().unwrap();
+        let outcome = line("error=").or_else(|| line("ok ").map(|s| format!("ok {s}"))).unwrap();
+        (peak, outcome)
+    };
+    let mib = 1024;
+    let (peak, outcome) = run("zstd-2tib-window");
+    assert!(outcome.contains("bomb.nar.zst") && outcome.contains("2.0 TiB"), "{outcome}");
+    assert!(outcome.contains("more than the 128 MiB limit"), "{outcome}");
+    assert!(peak < 64 * mib, "zstd 2 TiB window: peak {peak} KiB");
+    let (peak, outcome) = run("zstd-128mib-window");
+    assert_eq!(outcome, "ok skipped=1");
+    // ruzstd's ring buffer: the next power of two above window + block.
+    assert!(peak < (256 + 64) * mib, "zstd 128 MiB window, 1 GiB out: peak {peak} KiB");
+    let (peak, outcome) = run("nar-2pow62-file");
+    assert!(
+        outcome.contains("huge.nar: NAR byte ") && outcome.ends_with("the archive is truncated"),
+        "{outcome}"
+    );
+    assert!(peak < 64 * mib, "2^62-byte file: peak {peak} KiB");
+    let (peak, outcome) = run("xz-4gib-dictionary");
+    assert!(outcome.contains("dict.nar.xz") && outcome.contains("more than 128 MiB"), "{outcome}");
+    assert!(peak < 64 * mib, "xz 4 GiB dictionary: peak {peak} KiB");
+}
+
+/// CRC-32 (IEEE), for the xz block header the test above edits.
+fn crc32fast_ieee(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xedb8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
+}
+
+/// A narinfo a cache serves that is not text, too large, or in CRLF: each
+/// a clear error naming the store path, nothing written.
+#[test]
+fn hostile_narinfo_files_are_clear_errors() {
+    let c = real_cache("none");
+    let good = fs::read(c.narinfo()).unwrap();
+    let mut latin1 = good.clone();
+    latin1.extend_from_slice(b"Deriver: caf\xe9.drv\n");
+    fs::write(c.narinfo(), &latin1).unwrap();
+    let err = fetch_error(&c, &c.file_url(), false);
+    assert!(
+        err.to_string().contains(&format!("not UTF-8 text (byte {})", good.len() + 12)),
+        "{err}"
+    );
+    let mut huge = good.clone();
+    huge.extend(std::iter::repeat_n(b'#', 1 << 20));
+    fs::write(c.narinfo(), &huge).unwrap();
+    let err = fetch_error(&c, &c.file_url(), false);
+    assert!(err.to_string().contains("larger than 1048576 bytes"), "{err}");
+    let crlf = String::from_utf8(good.clone()).unwrap().replace('\n', "\r\n");
+    fs::write(c.narinfo(), crlf).unwrap();
+    let err = fetch_error(&c, &c.file_url(), false);
+    assert!(err.to_string().contains("narinfo: line 1: control character '\\r'"), "{err}");
+    fs::write(c.narinfo(), &good).unwrap();
+    edit_narinfo(&c, "URL", "nar/%2e%2e/%2e%2e/x.nar");
+    let err = fetch_error(&c, &c.file_url(), false);
+    assert!(err.to_string().contains("narinfo: URL: "), "{err}");
+}

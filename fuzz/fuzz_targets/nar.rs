@@ -1,5 +1,6 @@
-//! Fuzz target: the NAR reader and the narinfo parser, the two parsers of
-//! what a binary cache serves. Properties: no panic; every path the reader
+//! Fuzz target: the NAR reader, the narinfo parser and the decompressors
+//! (the zstd frame walk and window check, xz and bzip2 with their bounds),
+//! the parsers of what a binary cache serves. Properties: no panic; every path the reader
 //! yields is made of plain names (nothing can name a place outside the
 //! archive's root); a regular file never yields more bytes than it declared;
 //! a narinfo that parses has a store path in the store and a relative URL.
@@ -10,7 +11,8 @@ use std::path::Component;
 
 use libfuzzer_sys::fuzz_target;
 use nix_cuda_hooks::nar::{EntryKind, NarReader, MAX_DEPTH};
-use nix_cuda_hooks::narinfo::NarInfo;
+use nix_cuda_hooks::decompress::decompressor;
+use nix_cuda_hooks::narinfo::{Compression, NarInfo};
 
 fuzz_target!(|data: &[u8]| {
     let mut reader = NarReader::new(data);
@@ -28,6 +30,17 @@ fuzz_target!(|data: &[u8]| {
             }
             assert!(total <= size);
         }
+    }
+    // The same bytes as a compressed stream of each kind: no panic, and no
+    // more history kept than the bound (a hostile window or dictionary is
+    // an error); output read up to 16 MiB so a bomb is not a timeout.
+    for compression in [Compression::Zstd, Compression::Xz, Compression::Bzip2] {
+        let Ok(stream) = decompressor(&compression, Box::new(std::io::Cursor::new(data.to_vec())))
+        else {
+            panic!("{compression:?} is supported");
+        };
+        let mut out = stream.take(16 << 20);
+        let _ = std::io::copy(&mut out, &mut std::io::sink());
     }
     if let Ok(text) = std::str::from_utf8(data) {
         if let Ok(info) = NarInfo::parse(text, "/nix/store") {
