@@ -7,7 +7,7 @@
 //! write the files the audit needs below a temporary folder. The hash and
 //! size are compared once the stream ends; a mismatch removes what was
 //! written, so nothing unverified is ever audited. Memory is bounded (a
-//! 64 KiB copy buffer, the decompressor's history, at most 128 MiB, see
+//! 64 KiB copy buffer, the decompressor's history, capped at 128 MiB by
 //! [`crate::decompress`], one NAR token); disk holds
 //! only the host objects of the paths being audited (docs/binary-cache.md).
 
