@@ -85,7 +85,8 @@ fuzz_target!(|data: &[u8]| {
         }
         // Every folder above it is a real folder, not a link.
         for ancestor in path.ancestors().skip(1) {
-            let meta = fs::symlink_metadata(out.join(ancestor)).expect("ancestor");
+            let at = if ancestor.as_os_str().is_empty() { out.clone() } else { out.join(ancestor) };
+            let meta = fs::symlink_metadata(at).expect("ancestor");
             assert!(meta.is_dir() && !meta.file_type().is_symlink(), "{ancestor:?}");
         }
     }
@@ -111,7 +112,8 @@ enum Disk {
 
 /// The tree below `root`, links not followed.
 fn walk(root: &Path, rel: PathBuf, out: &mut BTreeMap<PathBuf, Disk>) {
-    let path = root.join(&rel);
+    // Not `root.join("")` for the root: its trailing `/` fails on a file.
+    let path = if rel.as_os_str().is_empty() { root.to_owned() } else { root.join(&rel) };
     let meta = fs::symlink_metadata(&path).expect("lstat");
     let kind = if meta.file_type().is_symlink() {
         Disk::Link(fs::read_link(&path).expect("readlink").as_os_str().as_bytes().to_vec())
