@@ -10,8 +10,8 @@ use std::io::Read;
 use std::path::Component;
 
 use libfuzzer_sys::fuzz_target;
-use nix_cuda_hooks::nar::{EntryKind, NarReader, MAX_DEPTH};
 use nix_cuda_hooks::decompress::decompressor;
+use nix_cuda_hooks::nar::{EntryKind, NarReader, MAX_DEPTH};
 use nix_cuda_hooks::narinfo::{Compression, NarInfo};
 
 fuzz_target!(|data: &[u8]| {
