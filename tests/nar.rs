@@ -843,3 +843,46 @@ fn hostile_narinfo_files_are_clear_errors() {
     let err = fetch_error(&c, &c.file_url(), false);
     assert!(err.to_string().contains("narinfo: URL: "), "{err}");
 }
+
+/// Hostile compressed NARs served by a cache: a zstd frame with a 2 TiB
+/// window, an xz block with a 4 GiB dictionary (Nix's own NAR, its header
+/// edited), a bzip2 stream with a flipped byte. Each is a clear error naming
+/// the store path; nothing is left.
+#[test]
+fn hostile_compressed_nars_from_a_cache_name_the_store_path() {
+    for compression in ["zstd", "xz", "bzip2"] {
+        let c = real_cache(compression);
+        let info = NarInfo::parse(
+            &fs::read_to_string(c.narinfo()).unwrap(),
+            c.dir.path().join("store").to_str().unwrap(),
+        )
+        .unwrap();
+        let nar = c.cache.join(&info.url);
+        let mut bytes = fs::read(&nar).unwrap();
+        let expected = match compression {
+            "zstd" => {
+                bytes = zstd_bomb(0xf8, 1 << 20);
+                "zstd stream, compressed byte 0: a frame declares a 2.0 TiB"
+            }
+            "xz" => {
+                assert_eq!(&bytes[13..16], &[0x00, 0x21, 0x01], "Nix's xz block header");
+                let size = (usize::from(bytes[12]) + 1) * 4;
+                bytes[16] = 40;
+                let crc = crc32fast_ieee(&bytes[12..12 + size - 4]);
+                bytes[12 + size - 4..12 + size].copy_from_slice(&crc.to_le_bytes());
+                "the stream needs more than 128 MiB of memory to decode"
+            }
+            _ => {
+                let at = bytes.len() / 2;
+                bytes[at] ^= 0x55;
+                // bzip2 checks a block's CRC at its end, after its output
+                // was passed on: the NAR reader may see the garbage first.
+                "NAR byte "
+            }
+        };
+        fs::write(&nar, bytes).unwrap();
+        let err = fetch_error(&c, &c.file_url(), false);
+        assert!(matches!(err, CacheError::Nar { .. }), "{compression}: {err}");
+        assert!(err.to_string().contains(expected), "{compression}: {err}");
+    }
+}
