@@ -10,7 +10,8 @@
 //! A NAR is untrusted input. The reader refuses, with the byte offset:
 //! - a truncated archive, non-zero padding, an unknown token;
 //! - a name that is empty, `.`, `..`, or holds `/` or NUL (so no entry can
-//!   name a place outside the archive's root);
+//!   name a place outside the archive's root), a symlink target that is
+//!   empty or holds NUL (no file system holds one);
 //! - entries of a directory out of order or repeated (Nix writes them sorted
 //!   by bytes, so a NAR's hash is unique to its tree);
 //! - nesting deeper than [`MAX_DEPTH`], names or targets longer than
@@ -96,6 +97,9 @@ pub enum NarErrorKind {
     /// A directory entry's name that could escape the tree or is not a name.
     #[error("invalid entry name {0}")]
     BadName(String),
+    /// A symlink target no file system can hold: empty, or with a NUL.
+    #[error("invalid symlink target {0}")]
+    BadTarget(String),
     /// A directory entry not after its predecessor in byte order.
     #[error("entry {name} is not after {previous} (entries must be sorted and unique)")]
     Order {
@@ -267,7 +271,17 @@ impl<R: Read> NarReader<R> {
             }
             b"symlink" => {
                 self.expect("target", "\"target\"")?;
+                let at = self.offset;
                 let target = self.read_string()?;
+                // Any path is a valid target, but not these: `symlink(2)`
+                // refuses them, so no store path holds one (found by fuzzing
+                // `unpack`, which failed on what the reader had accepted).
+                if target.is_empty() || target.contains(&0) {
+                    return Err(NarError {
+                        offset: at,
+                        kind: NarErrorKind::BadTarget(quote(&target)),
+                    });
+                }
                 self.expect(")", "\")\" after a symlink's target")?;
                 self.state = State::AfterNode;
                 EntryKind::Symlink { target }
@@ -970,5 +984,18 @@ mod tests {
         let out = parent.path().join("link");
         unpack(&mut NarReader::new(bytes.as_slice()), &out, &|_| true).unwrap();
         assert_eq!(fs::read_link(&out).unwrap(), Path::new("script"));
+    }
+
+    #[test]
+    fn symlink_targets_no_file_system_holds_are_refused() {
+        // Fuzzing finding (nar_unpack): a root link to "../a\0" was read,
+        // then `unpack` failed on it ("unexpected NUL byte").
+        for bad in [b"../a\0".to_vec(), Vec::new(), b"\0".to_vec()] {
+            let t = vec![S("nix-archive-1"), S("("), S("type"), S("symlink"), S("target")];
+            let bytes = [nar(&t), nar(&[B(bad.clone()), S(")")])].concat();
+            let err = read_all(&bytes).unwrap_err();
+            assert!(matches!(err.kind, NarErrorKind::BadTarget(_)), "{bad:?}: {err}");
+            assert_eq!(err.offset, nar(&t).len() as u64);
+        }
     }
 }
