@@ -89,6 +89,9 @@ checks! {
     UnresolvedNeeded = "unresolved-needed", Error, "library",
         "a NEEDED library is found nowhere on the search path: the program will not start",
         "add the library's package to buildInputs, or fix the RUNPATH";
+    NeededNotFetched = "needed-not-fetched", Info, "library",
+        "a NEEDED library is searched for in store paths the audit of a cache or NAR did not read, so whether it resolves is unknown (not an unresolved-needed error)",
+        "audit the closure: --substituter URL --closure STORE-PATH";
     NoCodeForCapability = "no-code-for-capability", Error, "capability",
         "a requested GPU capability has neither compatible SASS nor JIT-able PTX: kernels fail with 'no kernel image is available'",
         "build with the requested capabilities (cudaCapabilities / CMAKE_CUDA_ARCHITECTURES / TORCH_CUDA_ARCH_LIST)";

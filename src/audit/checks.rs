@@ -116,7 +116,7 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
     if !d.dynamic || d.kind == "relocatable" {
         return;
     }
-    let in_store = path.starts_with(&policy.store_dir);
+    let in_store = policy.resolver.in_store(path, &policy.store_dir);
     // The audit reads little-endian files only (hostelf).
     let target = Target { machine: d.machine, is64: d.is64, little: true };
     let foreign = !target.is_build_machine();
@@ -155,8 +155,14 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
         system_dirs: system,
         class_machine: Some((d.is64, d.machine)),
     };
+    let mut undecided: Vec<(&str, Vec<PathBuf>)> = Vec::new();
     for name in &d.needed {
-        if let Resolution::Missing(searched) = policy.resolver.resolve(name, &input) {
+        let resolution = policy.resolver.resolve(name, &input);
+        if let Resolution::Undecided(store_paths) = resolution {
+            undecided.push((name, store_paths));
+            continue;
+        }
+        if let Resolution::Missing(searched) = resolution {
             let list: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
             let searched =
                 if list.is_empty() { "nothing to search".to_string() } else { list.join(":") };
@@ -178,6 +184,31 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
             );
         }
     }
+    if !undecided.is_empty() {
+        out.push(not_fetched(path, &undecided));
+    }
+}
+
+/// The one finding for a file's NEEDED libraries searched in store paths
+/// that were not read (see [`crate::mounts::Located::Unfetched`]).
+fn not_fetched(path: &Path, undecided: &[(&str, Vec<PathBuf>)]) -> Finding {
+    let names: Vec<&str> = undecided.iter().map(|(n, _)| *n).collect();
+    let parts: Vec<String> = undecided
+        .iter()
+        .map(|(name, paths)| {
+            let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            format!("{name} (in {})", paths.join(", "))
+        })
+        .collect();
+    Finding::new(
+        CheckId::NeededNotFetched,
+        path,
+        format!(
+            "NEEDED {} may be in store paths this audit did not read: audit the closure (--substituter URL --closure) to decide",
+            parts.join(", ")
+        ),
+    )
+    .about(Subject::Library(names.join(" ")))
 }
 
 /// Device code outside the fatbin sections that the audit saw and did not
@@ -539,6 +570,60 @@ mod tests {
                     crate::finding::Subject::Library("libnowhere-issue14.so".into())
                 );
             }
+        }
+    }
+
+    #[test]
+    fn needed_checks_through_mounts() {
+        use crate::mounts::{Mount, Mounts};
+        // Store path aaa-a fetched (its lib folder holds liba.so.1), bbb-b not.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("lib")).unwrap();
+        let mut elf = b"\x7fELF\x02\x01\x01".to_vec();
+        elf.resize(18, 0);
+        elf.extend_from_slice(&62u16.to_le_bytes()); // x86-64, as program() says
+        std::fs::write(dir.path().join("lib/liba.so.1"), elf).unwrap();
+        std::fs::write(dir.path().join("lib/libt.so"), b"INPUT(-lt)").unwrap();
+        let mount =
+            Mount { logical: "/s/aaa-a".into(), local: dir.path().to_path_buf(), in_store: true };
+        let mut p = policy(None, true);
+        p.store_dir = "/s".into();
+        p.resolver = std::sync::Arc::new(crate::linkage::Resolver::with_mounts(Mounts::of_cache(
+            vec![mount],
+            "/s".into(),
+        )));
+        let file = Path::new("/s/aaa-a/lib/a.so");
+        let cases: Vec<(&str, DynamicFacts, Vec<&str>)> = vec![
+            (
+                "in an unfetched path",
+                program(Some("/s/bbb-b/lib"), None, &["libb.so.1"]),
+                vec!["needed-not-fetched"],
+            ),
+            (
+                "two in one finding",
+                program(Some("/s/bbb-b/lib:/s/ccc-c/lib"), None, &["libb.so.1", "libc2.so"]),
+                vec!["needed-not-fetched"],
+            ),
+            (
+                "missing in a fetched path",
+                program(Some("$ORIGIN"), None, &["libz.so.9"]),
+                vec!["unresolved-needed"],
+            ),
+            (
+                "not ELF in a fetched path",
+                program(Some("$ORIGIN"), None, &["libt.so"]),
+                vec!["unresolved-needed"],
+            ),
+            (
+                "found before an unfetched path",
+                program(Some("$ORIGIN:/s/bbb-b/lib"), None, &["liba.so.1"]),
+                vec![],
+            ),
+        ];
+        for (name, facts, want) in cases {
+            let mut out = Vec::new();
+            needed(file, &facts, &p, &mut out);
+            assert_eq!(ids(&out), want, "{name}");
         }
     }
 

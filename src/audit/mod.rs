@@ -11,6 +11,7 @@
 pub mod checks;
 pub mod dynamic;
 pub mod policy;
+pub mod sources;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -143,12 +144,25 @@ pub fn audit_file(
     shown: &Path,
     policy: &Policy,
 ) -> Result<Option<(FileFacts, Vec<Finding>)>, String> {
+    audit_file_at(path, path, shown, policy)
+}
+
+/// [`audit_file`] for a file read at `local` that stands for `path`: a
+/// store path's file unpacked from a cache or a NAR (see
+/// [`crate::mounts`]). Every decision uses `path`; only the bytes come
+/// from `local`.
+pub fn audit_file_at(
+    local: &Path,
+    path: &Path,
+    shown: &Path,
+    policy: &Policy,
+) -> Result<Option<(FileFacts, Vec<Finding>)>, String> {
     let describe =
         |e: std::io::Error| format!("{}: {}", shown.display(), crate::error::describe_io(&e));
-    if !sniff(path).map_err(describe)? {
+    if !sniff(local).map_err(describe)? {
         return Ok(None);
     }
-    let data = hostelf::map(path).map_err(describe)?;
+    let data = hostelf::map(local).map_err(describe)?;
     let mut facts = FileFacts {
         path: path.to_path_buf(),
         format: "other",
@@ -170,7 +184,8 @@ pub fn audit_file(
             let object = hostelf::parse_with(&data, &mut |p| data.release(p))
                 .map_err(|e| format!("{}: {e}", shown.display()))?;
             let scan = if policy.scan { Scan::Full } else { Scan::Probe };
-            let read = devicecode::read(&data, &object, Some(path), Depth::PerArch, scan, &release);
+            let read =
+                devicecode::read(&data, &object, Some(local), Depth::PerArch, scan, &release);
             Ok::<_, String>((object.format(), matches!(object, Object::Elf(_)), read))
         },
         || is_elf.then(|| dynamic::facts(&data, &release)),
@@ -221,6 +236,30 @@ pub struct Audit {
 /// not followed; a path given directly that is a link is followed, as
 /// `result` links are meant to be).
 pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
+    let roots: Vec<Root> = paths.iter().cloned().map(Root::Path).collect();
+    audit_roots(&roots, policy)
+}
+
+/// What to audit: a path of this machine, or a store path unpacked elsewhere.
+#[derive(Debug, Clone)]
+pub enum Root {
+    /// A file or folder as given.
+    Path(PathBuf),
+    /// A store path's contents at `mount.local`, reported and decided under
+    /// `mount.logical` (the policy's resolver must hold the same mounts).
+    Mounted {
+        /// Where it is and what it stands for.
+        mount: crate::mounts::Mount,
+        /// Its name in baseline locations (the store name without the hash).
+        name: String,
+    },
+    /// Could not be read at all (a failed fetch): one failure line.
+    Failed(String),
+}
+
+/// Audits roots: [`audit_paths`]'s walk, with mounted store paths read from
+/// their local copies and reported exactly as the realised paths would be.
+pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
     let mut audit = Audit::default();
     // (shown path, stable location for baselines, outcome)
     let mut outcomes: Vec<(PathBuf, String, FileOutcome)> = Vec::new();
@@ -230,7 +269,49 @@ pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
         let name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         crate::finding::strip_store_hash(&name).to_string()
     };
-    for path in paths {
+    for root in roots {
+        let path = match root {
+            Root::Path(path) => path,
+            Root::Failed(message) => {
+                audit.failures.push(message.clone());
+                continue;
+            }
+            Root::Mounted { mount, name } => {
+                let (local, logical) = (&mount.local, &mount.logical);
+                let meta = match std::fs::symlink_metadata(local) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        let reason = crate::error::describe_io(&e);
+                        audit.failures.push(format!("{}: {reason}", logical.display()));
+                        continue;
+                    }
+                };
+                if meta.is_dir() {
+                    let rel =
+                        |p: &Path| p.strip_prefix(local).map(Path::to_path_buf).unwrap_or_default();
+                    let walked = walk::walk(local, &walk::Options::default(), |p, kind| {
+                        kind.file_type.is_file().then(|| {
+                            let shown = logical.join(rel(p));
+                            audit_file_at(p, &shown, &shown, policy)
+                        })
+                    });
+                    audit.failures.extend(walked.errors.iter().map(|e| {
+                        e.to_string().replace(&*local.to_string_lossy(), &logical.to_string_lossy())
+                    }));
+                    for (p, outcome) in walked.items {
+                        let location = Path::new(name).join(rel(&p)).to_string_lossy().into_owned();
+                        outcomes.push((logical.join(rel(&p)), location, outcome));
+                    }
+                } else if meta.is_file() {
+                    outcomes.push((
+                        logical.clone(),
+                        name.clone(),
+                        audit_file_at(local, logical, logical, policy),
+                    ));
+                }
+                continue;
+            }
+        };
         let meta = match std::fs::metadata(path) {
             Ok(m) => m,
             Err(e) => {
