@@ -46,6 +46,7 @@ pub mod log;
 pub mod mounts;
 pub mod nar;
 pub mod narinfo;
+pub mod readahead;
 pub mod report;
 pub mod symlinks;
 pub mod walk;

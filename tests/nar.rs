@@ -835,6 +835,26 @@ fn a_cache_audits_like_the_realised_closure() {
         }
     }
 
+    // On a terminal (script(1) gives it one): a progress line on stderr,
+    // cleared before the report.
+    let report = d.join("tty.json");
+    let cmd = format!(
+        "{BIN} --substituter {file_url} --closure --format json {} > {}",
+        c.a,
+        report.display()
+    );
+    let tmp = d.join("tmp");
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("TMPDIR", &tmp)
+        .output()
+        .expect("script (bsdutils)");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(tty.contains("cuda-elf-inspect: 2 store paths read"), "{tty:?}");
+    assert!(tty.ends_with("\r\x1b[K"), "the line is cleared: {tty:?}");
+    assert_eq!(fs::read_dir(&tmp).unwrap().count(), 0);
+    assert!(fs::read_to_string(&report).unwrap().contains("bin/sass_only"));
+
     // Without --closure: what lies in b is undecided, not unresolved.
     let out = inspect(
         &c.dir.path().join("no-store"),

@@ -280,6 +280,9 @@ pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
                 let (local, logical) = (&mount.local, &mount.logical);
                 let meta = match std::fs::symlink_metadata(local) {
                     Ok(m) => m,
+                    // The store path is one file that is no object: the
+                    // unpacking left it out, as the audit would skip it.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                     Err(e) => {
                         let reason = crate::error::describe_io(&e);
                         audit.failures.push(format!("{}: {reason}", logical.display()));
@@ -307,6 +310,15 @@ pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
                         logical.clone(),
                         name.clone(),
                         audit_file_at(local, logical, logical, policy),
+                    ));
+                } else if meta.file_type().is_symlink() {
+                    // Rare (`nix-store --add` of a link); its target is a
+                    // path of its own: say so rather than audit nothing.
+                    let target = std::fs::read_link(local).unwrap_or_default();
+                    audit.failures.push(format!(
+                        "{}: the store path is a symbolic link (to {}): audit its target",
+                        logical.display(),
+                        target.display()
                     ));
                 }
                 continue;
