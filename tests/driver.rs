@@ -86,7 +86,10 @@ fn run(args: &[&str], file: &Path) -> Output {
 }
 
 fn json(args: &[&str], file: &Path) -> Value {
-    let mut all = vec!["--format", "json", "--no-forward-compat"];
+    let mut all = vec!["--format", "json"];
+    if !args.contains(&"--summary") {
+        all.push("--no-forward-compat");
+    }
     all.extend_from_slice(args);
     let out = run(&all, file);
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", common::text(&out)))
@@ -171,7 +174,8 @@ fn driver_580_runs_the_runtime_and_sass_but_not_newer_ptx() {
     // 580 supports CUDA 13.0: 13.x runtimes run (minor version compatibility),
     // ISA 9.5 needs 13.5.
     let d580 = ["--driver-version", "580.95.05", "--cuda-capabilities", "9.0"];
-    let cases: &[(&str, Vec<(String, String)>, String)] = &[
+    type Case = (&'static str, Vec<(String, String)>, String);
+    let cases: &[Case] = &[
         ("sass", vec![], "9.0: SASS sm_90 (runs)".into()),
         ("both", vec![], "9.0: SASS sm_90 (runs)".into()),
         (
@@ -193,7 +197,10 @@ fn driver_580_runs_the_runtime_and_sass_but_not_newer_ptx() {
         let out = String::from_utf8_lossy(&text.stdout);
         assert!(out.contains(&format!("requested {line}")), "{name}: {}", common::text(&text));
         if !want.is_empty() {
-            assert!(out.contains("cuda_compat"), "{name}: the message says whether cuda_compat helps");
+            assert!(
+                out.contains("cuda_compat"),
+                "{name}: the message says whether cuda_compat helps"
+            );
         }
         // JSON coverage carries the same facts.
         let cov = &report["files"][0]["coverage"][0];
@@ -259,7 +266,8 @@ fn driver_550_cannot_load_a_cuda_13_runtime_static_or_shared() {
 #[test]
 fn a_cuda_13_5_driver_runs_everything_and_older_ptx_jits_on_older_drivers() {
     for name in ["sass", "ptx", "both", "ptx_shared"] {
-        let report = json(&["--driver-cuda", &built().release, "--cuda-capabilities", "9.0"], &path(name));
+        let report =
+            json(&["--driver-cuda", &built().release, "--cuda-capabilities", "9.0"], &path(name));
         assert!(driver_findings(&report).is_empty(), "{name}: {report}");
     }
     // ISA 8.4 came with CUDA 12.4: a 550 driver (12.4) JITs it, 12.3 does not.
@@ -284,7 +292,8 @@ fn without_a_driver_nothing_changes() {
         assert!(file["coverage"][0].get("ptx_isa").is_none());
     }
     let text = run(&["--cuda-capabilities", "9.0", "--no-forward-compat"], &path("ptx"));
-    assert!(String::from_utf8_lossy(&text.stdout).contains("requested 9.0: PTX compute_90 (JIT only)\n"));
+    assert!(String::from_utf8_lossy(&text.stdout)
+        .contains("requested 9.0: PTX compute_90 (JIT only)\n"));
 }
 
 #[test]
@@ -303,6 +312,10 @@ fn bad_driver_flags_exit_2_with_the_reason() {
     for (args, want) in cases {
         let out = run(args, &file);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", common::text(&out));
-        assert!(String::from_utf8_lossy(&out.stderr).contains(want), "{args:?}: {}", common::text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(want),
+            "{args:?}: {}",
+            common::text(&out)
+        );
     }
 }

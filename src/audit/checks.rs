@@ -768,6 +768,74 @@ mod tests {
     }
 
     #[test]
+    fn driver_checks_over_made_up_files() {
+        use crate::capabilities::CudaVersion;
+        use crate::devicecode::model::PtxIsa;
+        use Variant::Base as B;
+        let isa = |major, minor| PtxIsa { major, minor };
+        let with_isa = |mut c: DeviceCode, a: Arch, i: PtxIsa| {
+            c.note_ptx_isa(a, i);
+            c
+        };
+        let ptx90 = |i| with_isa(code(&[], &[(arch(90, B), Ptx::Entries)]), arch(90, B), i);
+        let both90 = with_isa(
+            code(&[(arch(90, B), Sass::Kernels)], &[(arch(90, B), Ptx::Entries)]),
+            arch(90, B),
+            isa(9, 5),
+        );
+        let sass90 = code(&[(arch(90, B), Sass::Kernels)], &[]);
+        let cuda = |v: &str| CudaVersion::parse(v).unwrap();
+        let shared = |major| Some(Runtime::Shared { major });
+        let stat = |v: Option<&str>| Some(Runtime::Static { version: v.map(cuda), from: None });
+        let d580 = Driver::from_version("580.95.05").unwrap();
+        let d550 = Driver::from_version("550.54.15").unwrap();
+        let d525_early = Driver::from_version("525.12").unwrap();
+        let c135 = Driver::from_cuda(cuda("13.5"));
+        type Case = (
+            &'static str,
+            Driver,
+            Option<Runtime>,
+            DeviceCode,
+            Option<&'static str>,
+            Vec<&'static str>,
+        );
+        #[rustfmt::skip]
+        let cases: Vec<Case> = vec![
+            ("13 runtime on 580", d580, shared(13), sass90.clone(), Some("9.0"), vec![]),
+            ("13 runtime on 550", d550, shared(13), sass90.clone(), Some("9.0"), vec!["driver-too-old-for-runtime"]),
+            ("12 runtime on 550", d550, shared(12), sass90.clone(), Some("9.0"), vec![]),
+            ("12 runtime below the floor", d525_early, shared(12), sass90.clone(), None, vec!["driver-too-old-for-runtime"]),
+            ("static 13.5 on 580", d580, stat(Some("13.5")), sass90.clone(), None, vec![]),
+            ("static 13.5 on 550", d550, stat(Some("13.5")), sass90.clone(), None, vec!["driver-too-old-for-runtime"]),
+            ("static, version unknown", d580, stat(None), sass90.clone(), None, vec!["driver-verdict-unknown"]),
+            ("PTX 9.5 only on 580", d580, None, ptx90(isa(9, 5)), Some("9.0"), vec!["ptx-too-new-for-driver"]),
+            ("PTX 9.0 only on 580", d580, None, ptx90(isa(9, 0)), Some("9.0"), vec![]),
+            ("PTX 9.5 on 13.5", c135, None, ptx90(isa(9, 5)), Some("9.0"), vec![]),
+            ("PTX 9.5 beside SASS", d580, None, both90.clone(), Some("9.0"), vec![]),
+            ("PTX 9.5 JIT for a newer GPU", d580, None, both90, Some("10.0"), vec!["ptx-too-new-for-driver"]),
+            ("no list: the file's own targets", d580, None, ptx90(isa(9, 5)), None, vec!["ptx-too-new-for-driver"]),
+            ("ISA unknown to the table", d580, None, ptx90(isa(42, 0)), Some("9.0"), vec!["driver-verdict-unknown"]),
+            ("no code for the capability", d580, None, sass90, Some("10.0"), vec![]),
+        ];
+        for (name, drv, rt, dev, caps, want) in cases {
+            let mut p = policy(caps, false);
+            p.driver = Some(drv);
+            let mut out = Vec::new();
+            driver(Path::new("/x"), Some(&dev), rt.as_ref(), &p, &mut out);
+            assert_eq!(ids(&out), want, "{name}");
+            for f in &out {
+                if f.check != CheckId::DriverVerdictUnknown {
+                    assert!(f.message.contains("cuda_compat"), "{name}: {}", f.message);
+                }
+            }
+        }
+        // No driver, no driver checks.
+        let mut out = Vec::new();
+        driver(Path::new("/x"), None, shared(13).as_ref(), &policy(None, false), &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
     fn unread_containers_are_reported() {
         let cases = [(None, vec![]), (Some(0x885560u64), vec!["device-code-not-scanned"])];
         for (unscanned, want) in cases {

@@ -136,6 +136,32 @@ mod tests {
     fn flags() -> Flags {
         Flags { driver_link: "/run/opengl-driver/".into(), ..Flags::default() }
     }
+    #[test]
+    fn driver_flags_name_a_driver_or_fail_with_the_reason() {
+        let e = env(&[]);
+        let with = |v: Option<&str>, c: Option<&str>| {
+            from_flags(
+                &Flags {
+                    driver_version: v.map(str::to_string),
+                    driver_cuda: c.map(str::to_string),
+                    ..flags()
+                },
+                &e,
+            )
+        };
+        assert!(with(None, None).unwrap().driver.is_none());
+        let d = with(Some("580.95.05"), None).unwrap().driver.unwrap();
+        assert_eq!(d.cuda, CudaVersion::parse("13.0").unwrap());
+        assert_eq!(
+            with(None, Some("12.4")).unwrap().driver.unwrap().cuda,
+            CudaVersion::parse("12.4").unwrap()
+        );
+        let err = |v, c| with(v, c).unwrap_err().to_string();
+        assert!(err(Some("999.1"), None).contains("driver branch 999 is not in the table"));
+        assert!(err(Some("x"), None).contains("is not a driver version"));
+        assert!(err(None, Some("13")).contains("--driver-cuda 13: expected X.Y"));
+        assert!(err(None, Some("1.2.3")).contains("expected X.Y"));
+    }
 
     fn caps(p: &Policy) -> Vec<String> {
         p.requested
