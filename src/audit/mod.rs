@@ -118,8 +118,9 @@ pub struct DriverVerdict {
 }
 
 /// The coverage of every requested capability by `dev`'s code; with a
-/// driver given, each with its verdict (`runtime_runs`: whether the driver
-/// loads the file's runtime, `None` when that is not decided).
+/// driver given, each with its verdict on that driver: the PTX's ISA where
+/// PTX is picked, and the file's `runtime` (a runtime the driver cannot
+/// load, or whose version is unknown, decides for every capability).
 pub fn coverage(
     dev: &DeviceCode,
     runtime: Option<&runtime::Runtime>,
