@@ -614,6 +614,38 @@ fn cuda_library_and_program_keep_their_device_code() {
     assert_eq!(sh(dir, "readelf -W --dyn-syms out/lib/libk.so | grep -c launch").trim(), "1");
 }
 
+/// Runs `run` in Nixpkgs' real setup.sh (tests/upstream/real-setup.bash)
+/// with the files `hooks` (in `dir`) as the stdenv's default hooks, `pre`
+/// before them, the tools in `dir/tools` on PATH, NIX_DEBUG=1 on stderr, and
+/// each of `outputs` at `dir/store/o-<name>`.
+fn real_setup(
+    dir: &Path,
+    hooks: &[&str],
+    outputs: &[&str],
+    pre: &str,
+    run: &str,
+) -> std::process::Output {
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(root().join("tests/upstream/real-setup.bash")).current_dir(dir);
+    for name in hooks {
+        cmd.arg(dir.join(name));
+    }
+    cmd.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("NCH_NIXPKGS", nixpkgs())
+        .env("NCH_PRE", format!("initialPath+=' {}'; {pre}", dir.join("tools").display()))
+        .env("NCH_RUN", run)
+        .env("NIX_LOG_FD", "2")
+        .env("NIX_DEBUG", "1")
+        .env("TMPDIR", dir.join("build"))
+        .env("NIX_STORE", dir.join("store"))
+        .env("outputs", outputs.join(" "));
+    for name in outputs {
+        cmd.env(name, dir.join(format!("store/o-{name}")));
+    }
+    cmd.output().unwrap()
+}
+
 /// Our hook among Nixpkgs' own, in Nixpkgs' real setup.sh (read in place from
 /// the pinned files, through tests/upstream/real-setup.bash): the stdenv's
 /// default hooks list is Nixpkgs' addDriverRunpath and autoFixElfFiles
@@ -651,27 +683,8 @@ fn hook_in_nixpkgs_setup_sh_with_nixpkgs_own_hooks() {
     for (name, text) in &files {
         std::fs::write(dir.join(name), text).unwrap();
     }
-    let run = |pre: &str, run: &str| {
-        let mut cmd = std::process::Command::new("bash");
-        cmd.arg(root().join("tests/upstream/real-setup.bash")).current_dir(dir);
-        for (name, _) in &files {
-            cmd.arg(dir.join(name));
-        }
-        cmd.env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("NCH_NIXPKGS", nixpkgs())
-            .env("NCH_PRE", format!("initialPath+=' {}'; {pre}", dir.join("tools").display()))
-            .env("NCH_RUN", run)
-            .env("NIX_LOG_FD", "2")
-            .env("NIX_DEBUG", "1")
-            .env("TMPDIR", dir.join("build"))
-            .env("NIX_STORE", dir.join("store"))
-            .env("outputs", "out lib")
-            .env("out", dir.join("store/o-out"))
-            .env("lib", dir.join("store/o-lib"))
-            .output()
-            .unwrap()
-    };
+    let hooks: Vec<&str> = files.iter().map(|(name, _)| *name).collect();
+    let run = |pre: &str, run: &str| real_setup(dir, &hooks, &["out", "lib"], pre, run);
     let out = run("", r#"echo "hooks: ${postFixupHooks[*]}"; runHook postFixup"#);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", text(&out));
@@ -764,24 +777,7 @@ fn cuda_compat_hook_in_nixpkgs_setup_sh_registers_like_upstream_and_patches_once
     }
     let run = |hooks: &[&str], pre: &str, run: &str| {
         sh(dir, "rm -rf store; mkdir -p store/o-out/bin; gcc -o store/o-out/bin/p plain.c -Wl,-rpath,/old/lib");
-        let mut cmd = std::process::Command::new("bash");
-        cmd.arg(root().join("tests/upstream/real-setup.bash")).current_dir(dir);
-        for name in hooks {
-            cmd.arg(dir.join(name));
-        }
-        cmd.env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("NCH_NIXPKGS", nixpkgs())
-            .env("NCH_PRE", format!("initialPath+=' {}'; {pre}", dir.join("tools").display()))
-            .env("NCH_RUN", run)
-            .env("NIX_LOG_FD", "2")
-            .env("NIX_DEBUG", "1")
-            .env("TMPDIR", dir.join("build"))
-            .env("NIX_STORE", dir.join("store"))
-            .env("outputs", "out")
-            .env("out", dir.join("store/o-out"))
-            .output()
-            .unwrap()
+        real_setup(dir, hooks, &["out"], pre, run)
     };
     let all =
         ["add-driver-runpath.sh", "auto-fix-elf-files.sh", "hook.sh", "wrapper.sh", "compat.sh"];

@@ -78,14 +78,8 @@ fn hostile_tree() -> (tempfile::TempDir, Vec<PathBuf>) {
 }
 
 fn run(exe: &str, dir: &Path, args: &[&OsStr]) -> Output {
-    let out = Command::new(exe)
-        .args(args)
+    let out = common::outside_build(Command::new(exe).args(args))
         .current_dir(dir)
-        .env_remove("NIX_LOG_FD")
-        .env_remove("NIX_DEBUG")
-        .env_remove("outputs")
-        .env_remove("out")
-        .env_remove("NIX_ATTRS_JSON_FILE")
         .env("NIX_STORE", "/nonexistent/store")
         .env("NO_COLOR", "1")
         .output()

@@ -11,6 +11,7 @@
 pub mod checks;
 pub mod dynamic;
 pub mod policy;
+pub mod runtime;
 pub mod sources;
 
 use std::io::Read;
@@ -48,6 +49,9 @@ pub struct Policy {
     /// sections (`--scan`); otherwise only the start of each data section
     /// is probed, and containers found there are reported unread.
     pub scan: bool,
+    /// `--driver-version` / `--driver-cuda`: the driver the files must run
+    /// on (runtime and PTX JIT checks, coverage verdicts); `None`: no checks.
+    pub driver: Option<crate::driver::Driver>,
     /// Library resolution, shared by the files of a run (it remembers what
     /// it has probed).
     pub resolver: std::sync::Arc<crate::linkage::Resolver>,
@@ -76,6 +80,9 @@ pub struct FileFacts {
     /// run (empty when no capabilities were requested).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub coverage: Vec<Coverage>,
+    /// With a driver given: the CUDA runtime the file needs, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<runtime::Runtime>,
 }
 
 /// Which code covers one requested capability.
@@ -88,21 +95,66 @@ pub struct Coverage {
     /// The code the driver would pick (`sm_90a`, `compute_80`), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    /// With a driver given and PTX picked: its PTX ISA version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ptx_isa: Option<String>,
+    /// With a driver given: whether the code runs on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<DriverVerdict>,
 }
 
-/// The coverage of every requested capability by `codes`.
-pub fn coverage(codes: &[crate::capabilities::Code], policy: &Policy) -> Vec<Coverage> {
+/// One capability's verdict on the given driver.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriverVerdict {
+    /// Whether the capability's code runs on the driver.
+    pub runs: bool,
+    /// Why not: `ptx-too-new`, `runtime-too-new`, or `unknown` (not decided).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// The CUDA version the driver must support (the PTX's, or the runtime's major).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs_cuda: Option<String>,
+    /// The CUDA version the driver supports.
+    pub has_cuda: String,
+}
+
+/// The coverage of every requested capability by `dev`'s code; with a
+/// driver given, each with its verdict on that driver: the PTX's ISA where
+/// PTX is picked, and the file's `runtime` (a runtime the driver cannot
+/// load, or whose version is unknown, decides for every capability).
+pub fn coverage(
+    dev: &DeviceCode,
+    runtime: Option<&runtime::Runtime>,
+    policy: &Policy,
+) -> Vec<Coverage> {
     let Some(req) = &policy.requested else { return Vec::new() };
+    let codes = dev.codes();
     req.capabilities
         .iter()
-        .map(|c| match crate::capabilities::covering(codes, *c) {
+        .map(|c| match crate::capabilities::covering(&codes, *c) {
             Some((runs, code)) => {
-                Coverage { capability: c.to_string(), runs, code: Some(code.name()) }
+                let mut cov = Coverage {
+                    capability: c.to_string(),
+                    runs,
+                    code: Some(code.name()),
+                    ptx_isa: None,
+                    driver: None,
+                };
+                if let Some(driver) = &policy.driver {
+                    let isa = checks::isa_of(dev, &code);
+                    if runs == crate::capabilities::Runs::Jit {
+                        cov.ptx_isa = isa.map(|i| i.to_string());
+                    }
+                    cov.driver = Some(checks::verdict(driver, runs, isa, runtime));
+                }
+                cov
             }
             None => Coverage {
                 capability: c.to_string(),
                 runs: crate::capabilities::Runs::No,
                 code: None,
+                ptx_isa: None,
+                driver: None,
             },
         })
         .collect()
@@ -171,6 +223,7 @@ pub fn audit_file_at(
         dynamic: None,
         damage: Vec::new(),
         coverage: Vec::new(),
+        runtime: None,
     };
     // Pages are dropped from the resident set as soon as they are read, so
     // memory stays flat whatever the file size (see hostelf::Mapped::release).
@@ -186,11 +239,19 @@ pub fn audit_file_at(
             let scan = if policy.scan { Scan::Full } else { Scan::Probe };
             let read =
                 devicecode::read(&data, &object, Some(local), Depth::PerArch, scan, &release);
-            Ok::<_, String>((object.format(), matches!(object, Object::Elf(_)), read))
+            // Where a static runtime's version may be read (with a driver
+            // given): nvcc's toolkit note in the stored device code.
+            let sections: Vec<(u64, u64)> = match &object {
+                Object::Elf(elf) if policy.driver.is_some() => {
+                    elf.sections.iter().map(|s| (s.offset, s.size)).collect()
+                }
+                _ => Vec::new(),
+            };
+            Ok::<_, String>((object.format(), matches!(object, Object::Elf(_)), read, sections))
         },
         || is_elf.then(|| dynamic::facts(&data, &release)),
     );
-    let (format, host_elf, read) = parsed?;
+    let (format, host_elf, read, sections) = parsed?;
     facts.format = format;
     let dev = read.code;
     facts.damage = read.damage;
@@ -211,14 +272,40 @@ pub fn audit_file_at(
         checks::runpath(path, d, policy, &mut findings);
         checks::needed(path, d, policy, &mut findings);
     }
+    if policy.driver.is_some() {
+        let device = has_device.then_some(&dev);
+        facts.runtime = facts
+            .dynamic
+            .as_ref()
+            .and_then(|d| runtime::of(d, device, || runtime_note(&data, &sections, &release)));
+        checks::driver(path, device, facts.runtime.as_ref(), policy, &mut findings);
+    }
     if has_device {
         checks::scan_coverage(path, &dev, &mut findings);
         checks::capabilities(path, &dev, policy, &mut findings);
         checks::jetson(path, &dev, facts.dynamic.as_ref(), policy, &mut findings);
-        facts.coverage = coverage(&dev.codes(), policy);
+        facts.coverage = coverage(&dev, facts.runtime.as_ref(), policy);
         facts.device = Some(dev);
     }
     Ok(Some((facts, findings)))
+}
+
+/// nvcc's toolkit note in a host ELF file's fatbin sections (`(offset,
+/// size)`), as stored (see [`runtime`]): searched only for a static runtime
+/// whose device code has no PTX.
+fn runtime_note(
+    data: &[u8],
+    sections: &[(u64, u64)],
+    release: &dyn Fn(&[u8]),
+) -> Option<crate::capabilities::CudaVersion> {
+    sections.iter().find_map(|&(offset, size)| {
+        let start = usize::try_from(offset).ok()?;
+        let end = start.saturating_add(usize::try_from(size).ok()?);
+        let bytes = data.get(start..end)?;
+        let found = runtime::toolkit_note(bytes);
+        release(bytes);
+        found
+    })
 }
 
 /// The result of auditing a set of paths.

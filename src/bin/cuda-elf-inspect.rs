@@ -90,6 +90,16 @@ struct Args {
     /// for them.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
     sysroot: Option<PathBuf>,
+    /// The driver the files must run on, as nvidia-smi prints it
+    /// (`580.95.05`): findings when it cannot load a file's CUDA runtime or
+    /// JIT-compile PTX that is a capability's only code; verdicts on the
+    /// coverage lines.
+    #[arg(long, value_name = "VERSION", conflicts_with_all = ["driver_cuda", "summary", "list_elf", "list_ptx"])]
+    driver_version: Option<String>,
+    /// The same, named by the CUDA version the driver supports (nvidia-smi's
+    /// "CUDA Version", e.g. 13.0).
+    #[arg(long, value_name = "X.Y", conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
+    driver_cuda: Option<String>,
     /// Report format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -205,6 +215,8 @@ fn run_audit(args: &Args) -> anyhow::Result<u8> {
         system_lib_dirs: args.system_lib_dirs,
         scan: args.scan,
         sysroot: args.sysroot.clone(),
+        driver_version: args.driver_version.clone(),
+        driver_cuda: args.driver_cuda.clone(),
     };
     let policy = policy::from_flags(&flags, &env)?;
     let paths = if args.paths.is_empty() {

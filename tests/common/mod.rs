@@ -68,17 +68,22 @@ pub fn sh(dir: &Path, cmd: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Runs our binary with `args` in `dir`, with a clean logging environment.
+/// `cmd` as run outside a Nix build: none of the variables a build sets (the
+/// log descriptor, NIX_DEBUG, the outputs) leak in from the test's own
+/// environment.
+pub fn outside_build(cmd: &mut Command) -> &mut Command {
+    for var in
+        ["NIX_LOG_FD", "NIX_DEBUG", "outputs", "out", "NIX_ATTRS_JSON_FILE", "__structuredAttrs"]
+    {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// Runs our binary with `args` in `dir`, outside a build.
 pub fn bin(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_auto-add-driver-runpath"))
-        .args(args)
+    outside_build(Command::new(env!("CARGO_BIN_EXE_auto-add-driver-runpath")).args(args))
         .current_dir(dir)
-        .env_remove("NIX_LOG_FD")
-        .env_remove("NIX_DEBUG")
-        .env_remove("outputs")
-        .env_remove("out")
-        .env_remove("NIX_ATTRS_JSON_FILE")
-        .env_remove("__structuredAttrs")
         .output()
         .unwrap()
 }
