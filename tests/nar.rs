@@ -1022,6 +1022,25 @@ fn broken_cache_members_fail_by_name_and_the_rest_is_audited() {
         assert!(!files.iter().any(|f| f.starts_with(&c.c)), "{name}: {files:?}");
         assert_eq!(json["failures"].as_array().unwrap().len(), 1, "{name}");
     }
+    // A damaged NAR file beside a realised path: the file fails by name,
+    // the path is audited.
+    let dump = nix(d, "nix-store", &["--dump", &c.c]);
+    let bad = d.join("c.nar");
+    fs::write(&bad, &dump[..dump.len() / 2]).unwrap();
+    let out = inspect(&c.store, &["--format", "json", bad.to_str().unwrap(), &c.a]);
+    assert_eq!(out.status.code(), Some(2), "{}", shown(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{}: ", bad.display())) && stderr.contains("truncated"),
+        "{stderr}"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["path"] == format!("{}/lib/liba.so", c.a)));
+
     // Another key: every path refused, each by name.
     let cache = c.cache("cache-key", "none", &[&c.c]);
     let (_, other) = keygen(d, "test-1", "other");
