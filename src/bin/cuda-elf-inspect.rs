@@ -145,7 +145,8 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ("cudaForwardCompat", "0/false: no forward-compatibility PTX expected (default on, as in Nixpkgs)"),
     ("outputs, $out...", "with no paths in a build: the outputs to audit (or NIX_ATTRS_JSON_FILE)"),
     ("NIX_STORE", "files below it resolve libraries without the host's folders [default: /nix/store]"),
-    ("TMPDIR, NIX_BUILD_TOP", "build folders no RUNPATH entry may point into (besides /build)"),
+    ("TMPDIR, NIX_BUILD_TOP", "build folders no RUNPATH entry may point into (besides /build); TMPDIR: where a cache or NAR audit unpacks objects"),
+    ("HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY", "proxies for --substituter http(s)://"),
     ("NIX_LOG_FD, NIX_DEBUG", "inside a build: where findings are logged and how many (setup.sh's levels)"),
     ("NO_COLOR", "set: no colour in text output (--color auto)"),
 ];
