@@ -6,7 +6,7 @@
 #   benches/compare.sh                 full run (the numbers in BENCHMARKS.md)
 #   benches/compare.sh --quick         small inputs, few rounds: CI's smoke test
 #   benches/compare.sh --only LIST     only these sections (comma-separated):
-#                                      symlinks, runpath, cross, listing, audit, scaling
+#                                      symlinks, runpath, cross, listing, audit, scaling, cache
 #
 # Inputs are generated or downloaded (pinned) into .cache/bench (ignored by
 # git); the test corpus comes from tests/tools/corpus.sh (.cache/corpus). The
@@ -20,12 +20,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 quick=false
-only=symlinks,runpath,cross,listing,audit,scaling
+only=symlinks,runpath,cross,listing,audit,scaling,cache
 while (($#)); do
   case $1 in
     --quick) quick=true ;;
     --only) only=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,scaling]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,scaling,cache]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -415,6 +415,74 @@ if want scaling && need_corpus; then
   compare "audit scaling: corpus x1 vs x2" "$size, then twice" "$r" "$r" "corpus x2 (real copy)" \
     -- "$bin/cuda-elf-inspect" "${corpus_dirs[@]}" \
     -- "$bin/cuda-elf-inspect" "${corpus_dirs[@]}" "$twice"
+fi
+
+# ---- cache -----------------------------------------------------------------------------
+# Issue 16: the audit of a closure as a binary cache serves it (`--substituter
+# file://... --closure`: fetch, check NarHash, unpack the objects, audit) vs
+# what one does without it: realise the closure (`nix copy --from` the same
+# cache into an empty store) and audit the realised paths. Plus the bound: plain
+# decompression of the closure's NARs (`zstd -dc`). The closure: a top path
+# referring to corpus folders imported into a throwaway store (cuRAND 12 for
+# --quick; cuRAND 12 and cuFFT 11 for the full run), copied by Nix with zstd.
+nixenv() {
+  local d=$1
+  shift
+  env NIX_STORE_DIR="$d/store" NIX_STATE_DIR="$d/state" NIX_LOG_DIR="$d/log" \
+    NIX_CONF_DIR="$d/etc" HOME="$d/home" NIX_PATH= \
+    NIX_CONFIG=$'build-hook =\nsandbox = false\nsubstituters =\nbuild-users-group =\n' "$@"
+}
+wipe_store() { [[ -d $1/store ]] && chmod -R u+w "$1/store"; rm -rf "$1/store" "$1/state" "$1/log"; }
+make_nix_cache() { # DIR CORPUS_DIR... -> prints the top store path
+  local dir=$1
+  shift
+  if [[ ! -f $dir/.done ]]; then
+    wipe_store "$dir"
+    rm -rf "$dir"
+    mkdir -p "$dir/etc" "$dir/home"
+    local refs="" i=0
+    for c in "$@"; do refs+=" \${builtins.path { path = $c; name = \"corpus-$i\"; }}"; i=$((i + 1)); done
+    local top
+    top=$(nixenv "$dir" "$root/.tools/nix/bin/nix-build" --no-out-link -E \
+      "derivation { name = \"closure\"; system = builtins.currentSystem; builder = \"/bin/sh\"; args = [ \"-c\" \"echo$refs > \$out\" ]; }") || return 1
+    nixenv "$dir" "$root/.tools/nix/bin/nix" --extra-experimental-features nix-command \
+      copy --to "file://$dir/cache?compression=zstd" "$top" >&2 || return 1
+    echo "$top" >"$dir/top"
+    wipe_store "$dir" # what remains is the cache
+    touch "$dir/.done"
+  fi
+  cat "$dir/top"
+}
+if want cache && need_corpus; then
+  if $quick; then
+    nixdir=$(realpath "$cache")/nixcache-quick # Nix refuses a store below a link
+    sources=("$root/.cache/corpus/lib/nvidia-curand-cu12-10.3.10.19")
+    r=2
+  else
+    nixdir=$(realpath "$cache")/nixcache
+    corpus cufft >/dev/null || note "cuFFT unavailable: the cache rows use cuRAND alone"
+    sources=("$root/.cache/corpus/lib/nvidia-curand-cu12-10.3.10.19")
+    [[ -d $root/.cache/corpus/lib/nvidia-cufft-cu12-11.4.1.4 ]] && sources+=("$root/.cache/corpus/lib/nvidia-cufft-cu12-11.4.1.4")
+    r=3
+  fi
+  if top=$(make_nix_cache "$nixdir" "${sources[@]}"); then
+    nars=("$nixdir"/cache/nar/*.nar.zst)
+    size="closure of $(($(ls "$nixdir"/cache/*.narinfo | wc -l))) paths, $(mb "${sources[@]}") unpacked, $(du -cm "${nars[@]}" | tail -n 1 | cut -f1) MB zstd"
+    fresh_store() { wipe_store "$nixdir"; mkdir -p "$nixdir/tmp"; }
+    export nixdir top root bin
+    realise_and_audit='nixenv() { local d=$1; shift; env NIX_STORE_DIR="$d/store" NIX_STATE_DIR="$d/state" NIX_LOG_DIR="$d/log" NIX_CONF_DIR="$d/etc" HOME="$d/home" NIX_PATH= NIX_CONFIG=$'"'"'build-hook =\nsandbox = false\nsubstituters =\nbuild-users-group =\n'"'"' "$@"; }
+      nixenv "$nixdir" "$root/.tools/nix/bin/nix" --extra-experimental-features nix-command copy --no-check-sigs --from "file://$nixdir/cache" "$top" &&
+      NIX_STORE="$nixdir/store" "$bin/cuda-elf-inspect" $(nixenv "$nixdir" "$root/.tools/nix/bin/nix-store" -qR "$top")'
+    SETUP=fresh_store compare "audit of a cached closure (--substituter file:// --closure)" "$size" "$r" "$r" "nix copy --from the cache + audit of the realised paths" \
+      -- env TMPDIR="$nixdir/tmp" "$bin/cuda-elf-inspect" --substituter "file://$nixdir/cache" --closure "$top" \
+      -- bash -c "$realise_and_audit"
+    compare "audit of a cached closure (--substituter file:// --closure)" "$size" "$r" "$r" "the bound: zstd -dc of its NARs" \
+      -- env TMPDIR="$nixdir/tmp" "$bin/cuda-elf-inspect" --substituter "file://$nixdir/cache" --closure "$top" \
+      -- bash -c 'zstd -dc "$@" >/dev/null' zstd "${nars[@]}"
+    wipe_store "$nixdir"
+  else
+    note "the Nix binary cache could not be made: the cache rows are missing"
+  fi
 fi
 
 # ---- report -----------------------------------------------------------------------------

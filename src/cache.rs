@@ -393,6 +393,8 @@ fn unpack_verified(
     keep: &dyn Fn(&[u8]) -> bool,
     expected: Option<(&Sha256, u64)>,
 ) -> Result<Unpacked, Unverified> {
+    // Decompression on its own thread, hashing and writing on this one.
+    let stream = crate::readahead::read_ahead(stream);
     let limit = expected.map_or(u64::MAX, |(_, size)| size.saturating_add(1));
     let mut hashing = Hashing { inner: stream.take(limit), hasher: sha2::Sha256::new(), len: 0 };
     let mut reader = NarReader::new(&mut hashing);

@@ -89,6 +89,9 @@ checks! {
     UnresolvedNeeded = "unresolved-needed", Error, "library",
         "a NEEDED library is found nowhere on the search path: the program will not start",
         "add the library's package to buildInputs, or fix the RUNPATH";
+    NeededNotFetched = "needed-not-fetched", Info, "library",
+        "a NEEDED library is searched for in store paths the audit of a cache or NAR did not read, so whether it resolves is unknown (not an unresolved-needed error)",
+        "audit the closure: --substituter URL --closure STORE-PATH";
     NoCodeForCapability = "no-code-for-capability", Error, "capability",
         "a requested GPU capability has neither compatible SASS nor JIT-able PTX: kernels fail with 'no kernel image is available'",
         "build with the requested capabilities (cudaCapabilities / CMAKE_CUDA_ARCHITECTURES / TORCH_CUDA_ARCH_LIST)";
@@ -116,6 +119,15 @@ checks! {
     MixedCudartVersions = "mixed-cudart-versions", Warning, "library",
         "one tree links two major versions of the CUDA runtime: two runtimes in one process",
         "build every component against the same cudaPackages set";
+    DriverTooOldForRuntime = "driver-too-old-for-runtime", Error, "library",
+        "the driver given with --driver-version/--driver-cuda cannot load the CUDA runtime the file needs (a newer major, or below the minor version compatibility floor): the first CUDA call fails with 'CUDA driver version is insufficient for CUDA runtime version'",
+        "run on a newer driver; on a data-center GPU or Jetson, cudaPackages.cuda_compat of the runtime's CUDA version brings a newer user-mode driver; or build against an older cudaPackages set";
+    PtxTooNewForDriver = "ptx-too-new-for-driver", Error, "capability",
+        "a capability runs only through PTX whose ISA version is newer than the given driver can JIT-compile: kernels fail with 'the provided PTX was compiled with an unsupported toolchain'",
+        "add SASS for the capability, run on a newer driver, or (data-center GPUs, Jetson) use cudaPackages.cuda_compat; building with an older toolkit lowers the PTX ISA";
+    DriverVerdictUnknown = "driver-verdict-unknown", Warning, "",
+        "with a driver given, the tool could not decide whether it runs the file: a static CUDA runtime whose version the file does not say, or a PTX ISA newer than the tool's table",
+        "check by hand (cuobjdump -ptx shows .version; the build's cudaPackages set names the runtime), or update the tool";
 }
 
 impl CheckId {

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::devicecode::model::ptx_has_entry;
+use crate::devicecode::model::PtxIsa;
 use crate::devicecode::traverse::{self, Part};
 use crate::devicecode::{DeviceCode, Ptx, Sass};
 use crate::fatbin::{codec, cubin, Arch, Codec, Container, Entry, FatbinError, Kind, Region};
@@ -58,6 +59,12 @@ pub struct EntryReport {
     pub plain_size: u64,
     /// `major.minor` (PTX ISA version for PTX).
     pub version: String,
+    /// The header's major version, as a number.
+    #[serde(skip)]
+    pub major: u16,
+    /// The header's minor version.
+    #[serde(skip)]
+    pub minor: u16,
     /// Raw flags.
     pub flags: u64,
     /// Debug build (`-G`).
@@ -118,6 +125,10 @@ pub struct Summary {
     pub ptx_without_entries: BTreeSet<Arch>,
     /// Every architecture with LTO-IR.
     pub lto_ir: BTreeSet<Arch>,
+    /// Per architecture with PTX, the highest PTX ISA version of its
+    /// entries (entry headers; what a driver must JIT-compile).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub ptx_isa: BTreeMap<Arch, PtxIsa>,
     /// Cubins (ELF entries and concat parts).
     pub cubins: usize,
     /// PTX entries.
@@ -282,6 +293,8 @@ fn collect(
                     stored_size: report.size,
                     plain_size: report.size,
                     version: String::new(),
+                    major: 0,
+                    minor: 0,
                     flags: 0,
                     debug: false,
                     identifier: None,
@@ -433,6 +446,8 @@ fn entry_report(
         },
         plain_size: e.plain_size(),
         version: format!("{}.{}", e.major, e.minor),
+        major: e.major,
+        minor: e.minor,
         flags: e.flags,
         debug: e.debug(),
         identifier: text(e.identifier),
@@ -473,6 +488,7 @@ pub fn summarise<'r>(entries: impl IntoIterator<Item = &'r EntryReport>, deep: b
                     None => Ptx::Unknown,
                 };
                 code.note_ptx(e.arch, ptx);
+                code.note_ptx_isa(e.arch, PtxIsa { major: e.major, minor: e.minor });
             }
             Kind::LtoIr => code.note_lto_ir(e.arch),
             Kind::Concat | Kind::Unknown(_) => {}
@@ -483,6 +499,7 @@ pub fn summarise<'r>(entries: impl IntoIterator<Item = &'r EntryReport>, deep: b
     s.link_stub_only = code.link_stub_only();
     s.ptx_without_entries = code.ptx_without_entries();
     s.lto_ir = code.lto_ir();
+    s.ptx_isa = code.ptx_isa();
     s
 }
 

@@ -21,6 +21,7 @@
 //! - [`atomic`]: replace a file through a temporary file and a rename.
 //! - [`driver_runpath`]: autoAddDriverRunpath's walk, decisions and report.
 //! - [`nar`], [`narinfo`]: Nix archives and binary-cache metadata, read as they stream in.
+//! - [`cache`], [`mounts`]: binary caches and NAR files, unpacked and audited under their store names.
 #![deny(missing_docs)]
 
 pub mod atomic;
@@ -43,8 +44,10 @@ pub mod inspect;
 pub mod linkage;
 pub mod listing;
 pub mod log;
+pub mod mounts;
 pub mod nar;
 pub mod narinfo;
+pub mod readahead;
 pub mod report;
 pub mod symlinks;
 pub mod walk;

@@ -19,6 +19,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use crate::mounts::{Located, Mounts};
+
 /// Sonames glibc provides next to its loader.
 pub const C_RUNTIME: &[&str] = &[
     "libc.so.6",
@@ -87,6 +89,10 @@ pub enum Resolution {
     System,
     /// Found nowhere; the folders searched, in order.
     Missing(Vec<PathBuf>),
+    /// Not found in what was read, but the search went through store paths
+    /// that were not fetched (a cache audit without `--closure`): it may be
+    /// there. The store paths, in search order.
+    Undecided(Vec<PathBuf>),
 }
 
 /// Expands `$ORIGIN`/`${ORIGIN}` in one search entry. Other tokens (`$LIB`,
@@ -108,10 +114,13 @@ pub struct Resolver {
     system_dirs: OnceLock<Vec<PathBuf>>,
     /// What each probed candidate path is.
     seen: Mutex<HashMap<PathBuf, Candidate>>,
+    /// Store paths read somewhere else than where they are named (fetched
+    /// from a cache, unpacked from a NAR); empty for an audit of real paths.
+    mounts: Mounts,
 }
 
 /// What a candidate path for a NEEDED name is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Candidate {
     /// No regular file there (or it cannot be opened).
     Absent,
@@ -119,9 +128,40 @@ enum Candidate {
     NotElf,
     /// An ELF file of this class (64-bit?) and machine.
     Elf(bool, u16),
+    /// In a store path that was not fetched: unknown.
+    Unfetched(PathBuf),
+}
+
+/// Whether a candidate is one the loader would take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Usable {
+    Yes,
+    No,
+    /// Inside this store path, which was not fetched.
+    Unknown(PathBuf),
 }
 
 impl Resolver {
+    /// A resolver whose candidates below `mounts`' logical paths are read
+    /// from their local copies.
+    pub fn with_mounts(mounts: Mounts) -> Resolver {
+        Resolver { mounts, ..Resolver::default() }
+    }
+
+    /// The mounts this resolver reads through.
+    pub fn mounts(&self) -> &Mounts {
+        &self.mounts
+    }
+
+    /// Whether the file at `path` (a logical path) is in the Nix store
+    /// `store_dir`: inside a mount that says so, or below `store_dir`.
+    pub fn in_store(&self, path: &Path, store_dir: &Path) -> bool {
+        match self.mounts.mount_of(path) {
+            Some(m) => m.in_store,
+            None => path.starts_with(store_dir),
+        }
+    }
+
     /// The host's default library folders ([`system_lib_dirs`]), read once.
     pub fn system_lib_dirs(&self) -> &[PathBuf] {
         self.system_dirs.get_or_init(system_lib_dirs)
@@ -134,10 +174,10 @@ impl Resolver {
         }
         if name.contains('/') {
             let p = PathBuf::from(name);
-            return if self.usable(&p, input.class_machine) {
-                Resolution::Found(p)
-            } else {
-                Resolution::Missing(vec![])
+            return match self.usable(&p, input.class_machine) {
+                Usable::Yes => Resolution::Found(p),
+                Usable::No => Resolution::Missing(vec![]),
+                Usable::Unknown(store_path) => Resolution::Undecided(vec![store_path]),
             };
         }
         let origin = input.path.parent().unwrap_or(Path::new("/")).to_path_buf();
@@ -151,30 +191,53 @@ impl Resolver {
             dirs.push(interp.to_path_buf());
         }
         dirs.extend(input.system_dirs.iter().cloned());
+        let mut unknown: Vec<PathBuf> = Vec::new();
         for dir in &dirs {
             let candidate = dir.join(name);
-            if self.usable(&candidate, input.class_machine) {
-                return Resolution::Found(candidate);
+            match self.usable(&candidate, input.class_machine) {
+                Usable::Yes => return Resolution::Found(candidate),
+                Usable::No => {}
+                Usable::Unknown(store_path) => {
+                    if !unknown.contains(&store_path) {
+                        unknown.push(store_path);
+                    }
+                }
             }
         }
-        Resolution::Missing(dirs)
+        if unknown.is_empty() {
+            Resolution::Missing(dirs)
+        } else {
+            Resolution::Undecided(unknown)
+        }
     }
 
     /// Whether `path` is a file the loader would accept: it exists and, when
     /// a class and machine are given, is an ELF of that class and machine
     /// (the loader skips others and goes on searching).
-    fn usable(&self, path: &Path, class_machine: Option<(bool, u16)>) -> bool {
-        let known = self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(path).copied();
+    fn usable(&self, path: &Path, class_machine: Option<(bool, u16)>) -> Usable {
+        let known = self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
         let kind = known.unwrap_or_else(|| {
-            let kind = probe(path);
-            self.seen.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_path_buf(), kind);
+            // Without mounts the kernel resolves the path (no extra calls).
+            let kind = if self.mounts.is_empty() {
+                probe(path)
+            } else {
+                match self.mounts.locate(path) {
+                    Located::Local(local) => probe(&local),
+                    Located::Absent => Candidate::Absent,
+                    Located::Unfetched(store_path) => Candidate::Unfetched(store_path),
+                }
+            };
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.insert(path.to_path_buf(), kind.clone());
             kind
         });
+        let yes = |b: bool| if b { Usable::Yes } else { Usable::No };
         match (kind, class_machine) {
-            (Candidate::Absent, _) => false,
-            (_, None) => true,
-            (Candidate::NotElf, Some(_)) => false,
-            (Candidate::Elf(is64, machine), Some(want)) => (is64, machine) == want,
+            (Candidate::Absent, _) => Usable::No,
+            (Candidate::Unfetched(p), _) => Usable::Unknown(p),
+            (_, None) => Usable::Yes,
+            (Candidate::NotElf, Some(_)) => Usable::No,
+            (Candidate::Elf(is64, machine), Some(want)) => yes((is64, machine) == want),
         }
     }
 }

@@ -886,3 +886,478 @@ fn hostile_compressed_nars_from_a_cache_name_the_store_path() {
         assert!(err.to_string().contains(expected), "{compression}: {err}");
     }
 }
+
+// ---- the audit of a cache and of NAR files, through the binary --------------
+
+#[path = "support/mod.rs"]
+mod support;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
+
+/// Runs the audit with a clean environment (no build, no capabilities),
+/// `TMPDIR` the folder `tmp` next to `store`, and checks that the private
+/// folder it unpacks to is gone afterwards.
+fn inspect(store: &Path, args: &[&str]) -> std::process::Output {
+    let tmp = store.with_file_name("tmp");
+    fs::create_dir_all(&tmp).unwrap();
+    let out = Command::new(BIN)
+        .args(args)
+        .env("NIX_STORE", store)
+        .env("TMPDIR", &tmp)
+        .env_remove("NIX_LOG_FD")
+        .env_remove("NIX_DEBUG")
+        .env_remove("outputs")
+        .env_remove("out")
+        .env_remove("NIX_ATTRS_JSON_FILE")
+        .env_remove("cudaCapabilities")
+        .env_remove("CUDAARCHS")
+        .env_remove("TORCH_CUDA_ARCH_LIST")
+        .env_remove("cudaForwardCompat")
+        .output()
+        .unwrap();
+    assert_eq!(fs::read_dir(&tmp).unwrap().count(), 0, "a temporary folder was left behind");
+    out
+}
+
+fn shown(out: &std::process::Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A closure of real objects built by `nix-build` in a throwaway store:
+/// `b` (a gcc-built libb.so.1.0 and its soname link), `a` (liba.so NEEDs
+/// libb.so.1 through RUNPATH `<b>/lib`; `lib/libb.so.1` an absolute link
+/// into `b`; `bin/prog` NEEDs both through `$ORIGIN/../lib` only, so libb is
+/// found through that link; `bin/lost` NEEDs a library nobody installed;
+/// `bin/sass_only`, built by nvcc 13.5, has device code and a static CUDA
+/// runtime but no driver RUNPATH), and `c`, unrelated, for the error cases.
+struct Closure {
+    dir: tempfile::TempDir,
+    store: PathBuf,
+    a: String,
+    b: String,
+    c: String,
+    secret: PathBuf,
+    public_key: String,
+}
+
+fn build_closure() -> Closure {
+    let fixtures = support::build_all();
+    let sass_only =
+        fixtures.iter().find(|(v, _)| v.name == "sass-only").unwrap().1.join("sass_only");
+    let dir = nix_dir();
+    let d = dir.path();
+    let scripts = [
+        (
+            "b.sh",
+            "PATH=/usr/bin:/bin; mkdir -p $out/lib; echo 'int b(void) { return 2; }' > b.c\n\
+             gcc -shared -fPIC -Wl,-soname,libb.so.1 -o $out/lib/libb.so.1.0 b.c\n\
+             ln -s libb.so.1.0 $out/lib/libb.so.1\n",
+        ),
+        (
+            "a.sh",
+            "PATH=/usr/bin:/bin; mkdir -p $out/lib $out/bin gone\n\
+             echo 'int b(void); int a(void) { return b(); }' > a.c\n\
+             gcc -shared -fPIC -o $out/lib/liba.so a.c $b/lib/libb.so.1 -Wl,--enable-new-dtags,-rpath,$b/lib\n\
+             ln -s $b/lib/libb.so.1.0 $out/lib/libb.so.1\n\
+             echo 'int a(void); int b(void); int main(void) { return a() - b(); }' > m.c\n\
+             gcc -o $out/bin/prog m.c -L$out/lib -la $out/lib/libb.so.1 -Wl,--enable-new-dtags,-rpath,'$ORIGIN/../lib'\n\
+             echo 'int g(void) { return 0; }' > g.c; gcc -shared -fPIC -o gone/libgone.so g.c\n\
+             echo 'int g(void); int main(void) { return g(); }' > l.c; gcc -o $out/bin/lost l.c -Lgone -lgone\n\
+             cp $sass $out/bin/sass_only\n\
+             echo 'not an object' > $out/lib/README\n",
+        ),
+        (
+            "c.sh",
+            "PATH=/usr/bin:/bin; mkdir -p $out/lib; echo 'int c(void) { return 3; }' > c.c\n\
+             gcc -shared -fPIC -o $out/lib/libc3.so c.c\n",
+        ),
+    ];
+    for (name, text) in scripts {
+        fs::write(d.join(name), text).unwrap();
+    }
+    let expr = format!(
+        r#"let mk = name: attrs: derivation ({{
+            inherit name; system = builtins.currentSystem; builder = "/bin/sh";
+            args = [ "-e" "{d}/${{name}}.sh" ];
+          }} // attrs);
+          b = mk "b" {{}};
+      in [ (mk "a" {{ inherit b; sass = "{sass}"; }}) (mk "c" {{}}) ]"#,
+        d = d.display(),
+        sass = sass_only.display()
+    );
+    let built = nix(
+        d,
+        "nix-build",
+        &[
+            "--no-out-link",
+            "--option",
+            "sandbox",
+            "false",
+            "--option",
+            "substituters",
+            "",
+            "--option",
+            "build-users-group",
+            "",
+            "-E",
+            &expr,
+        ],
+    );
+    let built: Vec<String> =
+        String::from_utf8(built).unwrap().lines().map(str::to_string).collect();
+    let (a, c) = (built[0].clone(), built[1].clone());
+    let closure = String::from_utf8(nix(d, "nix-store", &["-qR", &a])).unwrap();
+    let b = closure.lines().find(|p| p.ends_with("-b")).unwrap().to_string();
+    let (secret, public_key) = keygen(d, "test-1", "test");
+    Closure { store: d.join("store"), dir, a, b, c, secret, public_key }
+}
+
+impl Closure {
+    /// `nix copy` of `paths` (and their closures) to a new signed cache.
+    fn cache(&self, name: &str, compression: &str, paths: &[&str]) -> PathBuf {
+        let d = self.dir.path();
+        let cache = d.join(name);
+        let to = format!(
+            "file://{}?compression={compression}&secret-key={}",
+            cache.display(),
+            self.secret.display()
+        );
+        let mut args = vec!["--extra-experimental-features", "nix-command", "copy", "--to", &to];
+        args.extend_from_slice(paths);
+        nix(d, "nix", &args);
+        cache
+    }
+
+    /// The compressed NAR file the cache holds for `path`.
+    fn cached_nar(&self, cache: &Path, path: &str) -> PathBuf {
+        let base = Path::new(path).file_name().unwrap().to_str().unwrap();
+        let text = fs::read_to_string(cache.join(format!("{}.narinfo", &base[..32]))).unwrap();
+        let info = NarInfo::parse(&text, self.store.to_str().unwrap()).unwrap();
+        cache.join(info.url)
+    }
+
+    fn narinfo(&self, cache: &Path, path: &str) -> PathBuf {
+        let base = Path::new(path).file_name().unwrap().to_str().unwrap();
+        cache.join(format!("{}.narinfo", &base[..32]))
+    }
+}
+
+/// The audit of a cache equals, byte for byte, the audit of the realised
+/// paths (text and JSON, over file:// and HTTP), and a NAR file's audit is
+/// the realised path's with `FILE.nar!` for the store path. The realised
+/// store is moved away first: nothing may be read from it.
+#[test]
+fn a_cache_audits_like_the_realised_closure() {
+    let c = build_closure();
+    let d = c.dir.path();
+    let cache = c.cache("cache", "xz", &[&c.a, &c.c]);
+    let zst = c.cache("cache-zst", "zstd", &[&c.b]);
+    let base = |p: &str| Path::new(p).file_name().unwrap().to_str().unwrap().to_string();
+    // The NARs of b: Nix's dump, and the cache's xz and zstd files, named
+    // like the store path (so their baseline locations match it).
+    let nars = d.join("nars");
+    fs::create_dir(&nars).unwrap();
+    let dump = nix(d, "nix-store", &["--dump", &c.b]);
+    let nar_files = [
+        nars.join(format!("{}.nar", base(&c.b))),
+        nars.join(format!("{}.nar.xz", base(&c.b))),
+        nars.join(format!("{}.nar.zst", base(&c.b))),
+    ];
+    fs::write(&nar_files[0], &dump).unwrap();
+    fs::copy(c.cached_nar(&cache, &c.b), &nar_files[1]).unwrap();
+    fs::copy(c.cached_nar(&zst, &c.b), &nar_files[2]).unwrap();
+
+    // The oracle: the audit of the realised paths, in the throwaway store.
+    let mut closure = vec![c.a.as_str(), c.b.as_str(), c.c.as_str()];
+    closure.sort();
+    let realised = |format: &str, paths: &[&str]| {
+        let mut args = vec!["--format", format, "--color", "never"];
+        args.extend_from_slice(paths);
+        let out = inspect(&c.store, &args);
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{}", shown(&out));
+        out.stdout
+    };
+    let want_text = realised("text", &closure);
+    let want_json = realised("json", &closure);
+    let want_b = [("json", realised("json", &[&c.b])), ("text", realised("text", &[&c.b]))];
+    let dump_a = nars.join(format!("{}.nar", base(&c.a)));
+    fs::write(&dump_a, nix(d, "nix-store", &["--dump", &c.a])).unwrap();
+    // What the closure must show, from how it was built: the device code,
+    // libb found through a's absolute link, the missing library and driver.
+    let json: serde_json::Value = serde_json::from_slice(&want_json).unwrap();
+    let checks: Vec<(String, String)> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (f["path"].as_str().unwrap().to_string(), f["check"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let has =
+        |file: &str, check: &str| checks.contains(&(format!("{}/{file}", c.a), check.to_string()));
+    assert!(has("bin/lost", "unresolved-needed"), "{checks:?}");
+    assert!(has("bin/sass_only", "missing-driver-runpath"), "{checks:?}");
+    assert!(!has("bin/prog", "unresolved-needed") && !has("lib/liba.so", "unresolved-needed"));
+    let files: Vec<&str> =
+        json["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    let sass = format!("{}/bin/sass_only", c.a);
+    assert!(files.contains(&sass.as_str()), "{files:?}");
+
+    // From here on the realised store is gone.
+    fs::rename(&c.store, d.join("store.gone")).unwrap();
+    let key = c.public_key.as_str();
+    let file_url = format!("file://{}", cache.display());
+    let http_url = serve(cache.clone());
+    for url in [&file_url, &http_url] {
+        for (format, want) in [("text", &want_text), ("json", &want_json)] {
+            let args = [
+                "--substituter",
+                url,
+                "--trusted-public-key",
+                key,
+                "--closure",
+                "--format",
+                format,
+                "--color",
+                "never",
+                &c.a,
+                &c.c,
+            ];
+            let out = inspect(&c.dir.path().join("no-store"), &args);
+            assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(want),
+                "{url} {format}"
+            );
+            assert!(out.stderr.is_empty(), "no progress line off a terminal: {}", shown(&out));
+        }
+    }
+
+    // On a terminal (script(1) gives it one): a progress line on stderr,
+    // cleared before the report.
+    let report = d.join("tty.json");
+    let cmd = format!(
+        "{BIN} --substituter {file_url} --closure --format json {} > {}",
+        c.a,
+        report.display()
+    );
+    let tmp = d.join("tmp");
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("TMPDIR", &tmp)
+        .output()
+        .expect("script (bsdutils)");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(tty.contains("cuda-elf-inspect: 2 store paths read"), "{tty:?}");
+    assert!(tty.ends_with("\r\x1b[K"), "the line is cleared: {tty:?}");
+    assert_eq!(fs::read_dir(&tmp).unwrap().count(), 0);
+    assert!(fs::read_to_string(&report).unwrap().contains("bin/sass_only"));
+
+    // Without --closure: what lies in b is undecided, not unresolved.
+    let out = inspect(
+        &c.dir.path().join("no-store"),
+        &["--substituter", &file_url, "--format", "json", &c.a],
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let of = |check: &str| -> Vec<String> {
+        json["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["check"] == check)
+            .map(|f| f["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut undecided = of("needed-not-fetched");
+    undecided.sort();
+    assert_eq!(undecided, [format!("{}/bin/prog", c.a), format!("{}/lib/liba.so", c.a)]);
+    let unresolved = of("unresolved-needed");
+    assert!(unresolved.contains(&format!("{}/bin/lost", c.a)), "{unresolved:?}");
+    assert!(!unresolved.iter().any(|p| undecided.contains(p)), "{unresolved:?}");
+    let message = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "needed-not-fetched")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("libb.so.1") && message.contains(&c.b), "{message}");
+
+    // NAR files of b: the realised b's audit, `FILE!` for the store path.
+    for nar in &nar_files {
+        let shown_as = format!("{}!", nar.display());
+        for (format, want_b) in &want_b {
+            let want = String::from_utf8(want_b.clone()).unwrap().replace(&c.b, &shown_as);
+            let args = ["--format", format, "--color", "never", nar.to_str().unwrap()];
+            let out = inspect(&c.store, &args);
+            assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{} {format}", nar.display());
+        }
+    }
+    // The NAR of a: its files shown inside it; what it finds through b (not
+    // read) is undecided.
+    let out = inspect(&c.store, &["--format", "json", dump_a.to_str().unwrap()]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let prefix = format!("{}!/", dump_a.display());
+    let of = |check: &str| -> Vec<String> {
+        let mut v: Vec<String> = json["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["check"] == check)
+            .map(|f| f["path"].as_str().unwrap().strip_prefix(&prefix).unwrap().to_string())
+            .collect();
+        v.dedup();
+        v
+    };
+    assert_eq!(of("needed-not-fetched"), ["bin/prog", "lib/liba.so"], "{}", shown(&out));
+    assert_eq!(of("missing-driver-runpath"), ["bin/sass_only"], "{}", shown(&out));
+    assert!(!of("unresolved-needed").contains(&"bin/prog".to_string()));
+    let locations: Vec<&str> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["location"].as_str())
+        .collect();
+    assert!(locations.contains(&"a/bin/sass_only"), "{locations:?}");
+}
+
+/// Each broken member of a cache is a failure line naming its store path
+/// (exit 2) while the other paths are still audited.
+#[test]
+fn broken_cache_members_fail_by_name_and_the_rest_is_audited() {
+    let c = build_closure();
+    let d = c.dir.path();
+    let key = c.public_key.as_str();
+    type Break<'a> = (&'a str, &'a str, Box<dyn Fn(&Path) -> Option<String> + 'a>);
+    let edit = |cache: &Path, field: &str, value: &str| {
+        let file = c.narinfo(cache, &c.c);
+        let text = fs::read_to_string(&file).unwrap();
+        let text: Vec<String> = text
+            .lines()
+            .map(|l| {
+                if l.starts_with(&format!("{field}: ")) {
+                    format!("{field}: {value}")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        fs::write(&file, text.join("\n") + "\n").unwrap();
+    };
+    let cases: Vec<Break> = vec![
+        (
+            "missing narinfo",
+            "not found",
+            Box::new(|cache: &Path| {
+                fs::remove_file(c.narinfo(cache, &c.c)).unwrap();
+                None
+            }),
+        ),
+        (
+            "wrong NarHash",
+            "signature",
+            Box::new(|cache: &Path| {
+                edit(cache, "NarHash", &format!("sha256:{}", "0".repeat(52)));
+                None
+            }),
+        ),
+        (
+            "corrupt NAR",
+            "NarHash",
+            Box::new(|cache: &Path| {
+                let nar = c.cached_nar(cache, &c.c);
+                let mut bytes = fs::read(&nar).unwrap();
+                let at = bytes.windows(4).rposition(|w| w == b"\x7fELF").unwrap();
+                bytes[at + 40] ^= 0xff;
+                fs::write(&nar, bytes).unwrap();
+                None
+            }),
+        ),
+        (
+            "unknown compression",
+            "lz4",
+            Box::new(|cache: &Path| {
+                edit(cache, "Compression", "lz4");
+                None
+            }),
+        ),
+        (
+            "truncated download",
+            "disconnected",
+            Box::new(|cache: &Path| {
+                let nar = c.cached_nar(cache, &c.c);
+                let rel = nar.strip_prefix(cache).unwrap().to_str().unwrap().to_string();
+                edit(cache, "URL", &format!("{rel}.truncated"));
+                Some(serve(cache.to_path_buf()))
+            }),
+        ),
+    ];
+    // The unsigned and badly signed cases need no unsigned-key run: a wrong
+    // key refuses every path.
+    for (i, (name, reason, break_it)) in cases.iter().enumerate() {
+        let cache = c.cache(&format!("cache{i}"), "none", &[&c.a, &c.c]);
+        let url = break_it(&cache).unwrap_or_else(|| format!("file://{}", cache.display()));
+        // The hash and the truncation are checked without keys (with them, the
+        // signature check comes first).
+        let keyed = *name != "corrupt NAR" && *name != "truncated download";
+        let mut args = vec!["--substituter", url.as_str(), "--format", "json"];
+        if keyed {
+            args.extend_from_slice(&["--trusted-public-key", key]);
+        }
+        args.extend_from_slice(&[c.a.as_str(), c.c.as_str()]);
+        let out = inspect(&c.dir.path().join("no-store"), &args);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", shown(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let line =
+            stderr.lines().find(|l| l.contains(&c.c)).unwrap_or_else(|| panic!("{name}: {stderr}"));
+        assert!(line.contains(reason), "{name}: {line}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let files: Vec<&str> =
+            json["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+        assert!(files.contains(&format!("{}/lib/liba.so", c.a).as_str()), "{name}: {files:?}");
+        assert!(!files.iter().any(|f| f.starts_with(&c.c)), "{name}: {files:?}");
+        assert_eq!(json["failures"].as_array().unwrap().len(), 1, "{name}");
+    }
+    // A damaged NAR file beside a realised path: the file fails by name,
+    // the path is audited.
+    let dump = nix(d, "nix-store", &["--dump", &c.c]);
+    let bad = d.join("c.nar");
+    fs::write(&bad, &dump[..dump.len() / 2]).unwrap();
+    let out = inspect(&c.store, &["--format", "json", bad.to_str().unwrap(), &c.a]);
+    assert_eq!(out.status.code(), Some(2), "{}", shown(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{}: ", bad.display())) && stderr.contains("truncated"),
+        "{stderr}"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["path"] == format!("{}/lib/liba.so", c.a)));
+
+    // Another key: every path refused, each by name.
+    let cache = c.cache("cache-key", "none", &[&c.c]);
+    let (_, other) = keygen(d, "test-1", "other");
+    let url = format!("file://{}", cache.display());
+    let out = inspect(
+        &c.dir.path().join("no-store"),
+        &["--substituter", &url, "--trusted-public-key", &other, &c.c],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", shown(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&c.c), "{}", shown(&out));
+    // Not a store path of the cache's store.
+    let out =
+        inspect(&c.dir.path().join("no-store"), &["--substituter", &url, "/nix/store/x-y", &c.c]);
+    assert_eq!(out.status.code(), Some(2), "{}", shown(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nix/store/x-y"), "{}", shown(&out));
+}

@@ -5,10 +5,13 @@
 use std::path::{Path, PathBuf};
 
 use super::dynamic::DynamicFacts;
-use super::Policy;
+use super::runtime::Runtime;
+use super::{DriverVerdict, Policy};
 use crate::capabilities::{coverage, Capability, CodeKind, Runs, Variant};
 use crate::devicecode::model::capability;
+use crate::devicecode::model::PtxIsa;
 use crate::devicecode::DeviceCode;
+use crate::driver::{Driver, PtxVerdict, RuntimeVerdict};
 use crate::elf::machine::Target;
 use crate::finding::{CheckId, Finding, Subject};
 use crate::linkage::{sysroot_lib_dirs, Resolution, SearchInput};
@@ -116,7 +119,7 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
     if !d.dynamic || d.kind == "relocatable" {
         return;
     }
-    let in_store = path.starts_with(&policy.store_dir);
+    let in_store = policy.resolver.in_store(path, &policy.store_dir);
     // The audit reads little-endian files only (hostelf).
     let target = Target { machine: d.machine, is64: d.is64, little: true };
     let foreign = !target.is_build_machine();
@@ -155,8 +158,14 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
         system_dirs: system,
         class_machine: Some((d.is64, d.machine)),
     };
+    let mut undecided: Vec<(&str, Vec<PathBuf>)> = Vec::new();
     for name in &d.needed {
-        if let Resolution::Missing(searched) = policy.resolver.resolve(name, &input) {
+        let resolution = policy.resolver.resolve(name, &input);
+        if let Resolution::Undecided(store_paths) = resolution {
+            undecided.push((name, store_paths));
+            continue;
+        }
+        if let Resolution::Missing(searched) = resolution {
             let list: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
             let searched =
                 if list.is_empty() { "nothing to search".to_string() } else { list.join(":") };
@@ -178,6 +187,31 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
             );
         }
     }
+    if !undecided.is_empty() {
+        out.push(not_fetched(path, &undecided));
+    }
+}
+
+/// The one finding for a file's NEEDED libraries searched in store paths
+/// that were not read (see [`crate::mounts::Located::Unfetched`]).
+fn not_fetched(path: &Path, undecided: &[(&str, Vec<PathBuf>)]) -> Finding {
+    let names: Vec<&str> = undecided.iter().map(|(n, _)| *n).collect();
+    let parts: Vec<String> = undecided
+        .iter()
+        .map(|(name, paths)| {
+            let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            format!("{name} (in {})", paths.join(", "))
+        })
+        .collect();
+    Finding::new(
+        CheckId::NeededNotFetched,
+        path,
+        format!(
+            "NEEDED {} may be in store paths this audit did not read: audit the closure (--substituter URL --closure) to decide",
+            parts.join(", ")
+        ),
+    )
+    .about(Subject::Library(names.join(" ")))
 }
 
 /// Device code outside the fatbin sections that the audit saw and did not
@@ -318,6 +352,168 @@ pub fn capabilities(path: &Path, dev: &DeviceCode, policy: &Policy, out: &mut Ve
     }
 }
 
+/// What a message says of the driver: `driver 580.95.05 (CUDA 13.0)` or
+/// `a CUDA 13.0 driver`.
+fn driver_name(d: &Driver) -> String {
+    match d.version {
+        Some(v) => format!("driver {v} (CUDA {})", d.cuda),
+        None => format!("a CUDA {} driver", d.cuda),
+    }
+}
+
+/// The cuda_compat sentence (docs/driver-compatibility.md, "cuda_compat"):
+/// it helps on data-center GPUs and Jetson, never on consumer GPUs.
+fn compat_hint(cuda: &str) -> String {
+    format!(
+        "cudaPackages.cuda_compat of CUDA {cuda} or newer would help on a data-center GPU or Jetson (it brings a newer user-mode driver for this kernel driver), not on a GeForce/RTX GPU"
+    )
+}
+
+/// The highest PTX ISA version of the architecture `code` targets.
+pub fn isa_of(dev: &DeviceCode, code: &crate::capabilities::Code) -> Option<PtxIsa> {
+    dev.archs
+        .iter()
+        .find(|(a, _)| capability(**a) == Some(code.target))
+        .and_then(|(_, c)| c.ptx_isa)
+}
+
+/// One capability's verdict on `driver`: its code (`runs`: native or JIT,
+/// with the PTX's ISA) and the file's runtime.
+pub fn verdict(
+    driver: &Driver,
+    runs: Runs,
+    isa: Option<PtxIsa>,
+    runtime: Option<&Runtime>,
+) -> DriverVerdict {
+    let has_cuda = driver.cuda.to_string();
+    let no = |reason, needs: Option<String>| DriverVerdict {
+        runs: false,
+        reason: Some(reason),
+        needs_cuda: needs,
+        has_cuda: has_cuda.clone(),
+    };
+    if let Some(rt) = runtime {
+        match rt.major().map(|m| driver.runs_runtime(m)) {
+            Some(RuntimeVerdict::Runs) => {}
+            Some(_) => return no("runtime-too-new", rt.major().map(|m| format!("{m}.0"))),
+            None => return no("unknown", None),
+        }
+    }
+    if runs == Runs::Jit {
+        match isa.map(|i| driver.jits_ptx((i.major, i.minor))) {
+            Some(PtxVerdict::Jits) => {}
+            Some(PtxVerdict::TooNew { needs }) => {
+                return no("ptx-too-new", Some(needs.to_string()))
+            }
+            Some(PtxVerdict::Unknown) | None => return no("unknown", None),
+        }
+    }
+    DriverVerdict { runs: runs != Runs::No, reason: None, needs_cuda: None, has_cuda }
+}
+
+/// With a driver given (`--driver-version`/`--driver-cuda`): can it load
+/// the file's runtime, and JIT-compile its PTX where PTX is the only code
+/// for a capability? The capabilities are the requested ones; without a
+/// list, every capability the file's own code targets (a PTX-only
+/// `compute_90` is meant for 9.0 GPUs, and those would JIT it).
+pub fn driver(
+    path: &Path,
+    dev: Option<&DeviceCode>,
+    runtime: Option<&Runtime>,
+    policy: &Policy,
+    out: &mut Vec<Finding>,
+) {
+    let Some(drv) = &policy.driver else { return };
+    let has = driver_name(drv);
+    if let Some(rt) = runtime {
+        let library = match rt {
+            Runtime::Shared { major } => format!("libcudart.so.{major}"),
+            Runtime::Static { .. } => "cudart_static".to_string(),
+        };
+        match rt.major().map(|m| drv.runs_runtime(m)) {
+            Some(RuntimeVerdict::Runs) => {}
+            Some(RuntimeVerdict::TooNew { major, floor }) => out.push(
+                Finding::new(
+                    CheckId::DriverTooOldForRuntime,
+                    path,
+                    format!(
+                        "needs {}, a CUDA {major} runtime{}; {has} supports at most CUDA {}: the first CUDA call fails with 'CUDA driver version is insufficient for CUDA runtime version'; {}",
+                        rt.describe(),
+                        floor.map(|f| format!(" (driver {f} or newer)")).unwrap_or_default(),
+                        drv.cuda,
+                        compat_hint(&format!("{major}.0"))
+                    ),
+                )
+                .about(Subject::Library(library)),
+            ),
+            Some(RuntimeVerdict::BelowMinorFloor { major, floor }) => out.push(
+                Finding::new(
+                    CheckId::DriverTooOldForRuntime,
+                    path,
+                    format!(
+                        "needs {}; CUDA {major}'s minor version compatibility starts at driver {floor} and {has} is older: the first CUDA call fails with 'CUDA driver version is insufficient for CUDA runtime version'; a newer driver of the same branch fixes it, and {}",
+                        rt.describe(),
+                        compat_hint(&format!("{major}.0"))
+                    ),
+                )
+                .about(Subject::Library(library)),
+            ),
+            None => out.push(Finding::new(
+                CheckId::DriverVerdictUnknown,
+                path,
+                format!(
+                    "links the CUDA runtime statically and says not which version (no PTX, no toolkit note in its stored device code): whether {has} loads it was not decided"
+                ),
+            )),
+        }
+    }
+    let Some(dev) = dev else { return };
+    let codes = dev.codes();
+    let caps: Vec<Capability> = match &policy.requested {
+        Some(req) => req.capabilities.clone(),
+        None => {
+            let mut v: Vec<Capability> = codes.iter().map(|c| c.target).collect();
+            v.sort();
+            v.dedup();
+            v
+        }
+    };
+    for cap in caps {
+        let Some((Runs::Jit, code)) = crate::capabilities::covering(&codes, cap) else {
+            continue;
+        };
+        let isa = isa_of(dev, &code);
+        match isa.map(|i| (i, drv.jits_ptx((i.major, i.minor)))) {
+            Some((_, PtxVerdict::Jits)) => {}
+            Some((isa, PtxVerdict::TooNew { needs })) => out.push(
+                Finding::new(
+                    CheckId::PtxTooNewForDriver,
+                    path,
+                    format!(
+                        "capability {cap} runs only PTX {} of ISA {isa}, which needs a CUDA {needs} driver; {has} JIT-compiles up to CUDA {}: kernels fail with 'the provided PTX was compiled with an unsupported toolchain'; {}",
+                        code.name(),
+                        drv.cuda,
+                        compat_hint(&needs.to_string())
+                    ),
+                )
+                .about(Subject::Capability(cap.to_string())),
+            ),
+            Some((isa, PtxVerdict::Unknown)) => out.push(
+                Finding::new(
+                    CheckId::DriverVerdictUnknown,
+                    path,
+                    format!(
+                        "capability {cap} runs only PTX {} of ISA {isa}, newer than this tool's table: whether {has} JIT-compiles it was not decided",
+                        code.name()
+                    ),
+                )
+                .about(Subject::Capability(cap.to_string())),
+            ),
+            None => {}
+        }
+    }
+}
+
 /// Tree-wide: files linking different libcudart majors.
 pub fn mixed_cudart(files: &[(PathBuf, Option<u32>)], out: &mut Vec<Finding>) {
     let mut majors: Vec<u32> = files.iter().filter_map(|(_, m)| *m).collect();
@@ -443,6 +639,7 @@ mod tests {
             system_lib_dirs: false,
             scan: false,
             sysroot: None,
+            driver: None,
             resolver: Default::default(),
         }
     }
@@ -542,6 +739,60 @@ mod tests {
         }
     }
 
+    #[test]
+    fn needed_checks_through_mounts() {
+        use crate::mounts::{Mount, Mounts};
+        // Store path aaa-a fetched (its lib folder holds liba.so.1), bbb-b not.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("lib")).unwrap();
+        let mut elf = b"\x7fELF\x02\x01\x01".to_vec();
+        elf.resize(18, 0);
+        elf.extend_from_slice(&62u16.to_le_bytes()); // x86-64, as program() says
+        std::fs::write(dir.path().join("lib/liba.so.1"), elf).unwrap();
+        std::fs::write(dir.path().join("lib/libt.so"), b"INPUT(-lt)").unwrap();
+        let mount =
+            Mount { logical: "/s/aaa-a".into(), local: dir.path().to_path_buf(), in_store: true };
+        let mut p = policy(None, true);
+        p.store_dir = "/s".into();
+        p.resolver = std::sync::Arc::new(crate::linkage::Resolver::with_mounts(Mounts::of_cache(
+            vec![mount],
+            "/s".into(),
+        )));
+        let file = Path::new("/s/aaa-a/lib/a.so");
+        let cases: Vec<(&str, DynamicFacts, Vec<&str>)> = vec![
+            (
+                "in an unfetched path",
+                program(Some("/s/bbb-b/lib"), None, &["libb.so.1"]),
+                vec!["needed-not-fetched"],
+            ),
+            (
+                "two in one finding",
+                program(Some("/s/bbb-b/lib:/s/ccc-c/lib"), None, &["libb.so.1", "libc2.so"]),
+                vec!["needed-not-fetched"],
+            ),
+            (
+                "missing in a fetched path",
+                program(Some("$ORIGIN"), None, &["libz.so.9"]),
+                vec!["unresolved-needed"],
+            ),
+            (
+                "not ELF in a fetched path",
+                program(Some("$ORIGIN"), None, &["libt.so"]),
+                vec!["unresolved-needed"],
+            ),
+            (
+                "found before an unfetched path",
+                program(Some("$ORIGIN:/s/bbb-b/lib"), None, &["liba.so.1"]),
+                vec![],
+            ),
+        ];
+        for (name, facts, want) in cases {
+            let mut out = Vec::new();
+            needed(file, &facts, &p, &mut out);
+            assert_eq!(ids(&out), want, "{name}");
+        }
+    }
+
     fn arch(sm: u32, variant: Variant) -> Arch {
         Arch { sm, variant }
     }
@@ -598,6 +849,74 @@ mod tests {
             &policy(None, true),
             &mut out,
         );
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn driver_checks_over_made_up_files() {
+        use crate::capabilities::CudaVersion;
+        use crate::devicecode::model::PtxIsa;
+        use Variant::Base as B;
+        let isa = |major, minor| PtxIsa { major, minor };
+        let with_isa = |mut c: DeviceCode, a: Arch, i: PtxIsa| {
+            c.note_ptx_isa(a, i);
+            c
+        };
+        let ptx90 = |i| with_isa(code(&[], &[(arch(90, B), Ptx::Entries)]), arch(90, B), i);
+        let both90 = with_isa(
+            code(&[(arch(90, B), Sass::Kernels)], &[(arch(90, B), Ptx::Entries)]),
+            arch(90, B),
+            isa(9, 5),
+        );
+        let sass90 = code(&[(arch(90, B), Sass::Kernels)], &[]);
+        let cuda = |v: &str| CudaVersion::parse(v).unwrap();
+        let shared = |major| Some(Runtime::Shared { major });
+        let stat = |v: Option<&str>| Some(Runtime::Static { version: v.map(cuda), from: None });
+        let d580 = Driver::from_version("580.95.05").unwrap();
+        let d550 = Driver::from_version("550.54.15").unwrap();
+        let d525_early = Driver::from_version("525.12").unwrap();
+        let c135 = Driver::from_cuda(cuda("13.5"));
+        type Case = (
+            &'static str,
+            Driver,
+            Option<Runtime>,
+            DeviceCode,
+            Option<&'static str>,
+            Vec<&'static str>,
+        );
+        #[rustfmt::skip]
+        let cases: Vec<Case> = vec![
+            ("13 runtime on 580", d580, shared(13), sass90.clone(), Some("9.0"), vec![]),
+            ("13 runtime on 550", d550, shared(13), sass90.clone(), Some("9.0"), vec!["driver-too-old-for-runtime"]),
+            ("12 runtime on 550", d550, shared(12), sass90.clone(), Some("9.0"), vec![]),
+            ("12 runtime below the floor", d525_early, shared(12), sass90.clone(), None, vec!["driver-too-old-for-runtime"]),
+            ("static 13.5 on 580", d580, stat(Some("13.5")), sass90.clone(), None, vec![]),
+            ("static 13.5 on 550", d550, stat(Some("13.5")), sass90.clone(), None, vec!["driver-too-old-for-runtime"]),
+            ("static, version unknown", d580, stat(None), sass90.clone(), None, vec!["driver-verdict-unknown"]),
+            ("PTX 9.5 only on 580", d580, None, ptx90(isa(9, 5)), Some("9.0"), vec!["ptx-too-new-for-driver"]),
+            ("PTX 9.0 only on 580", d580, None, ptx90(isa(9, 0)), Some("9.0"), vec![]),
+            ("PTX 9.5 on 13.5", c135, None, ptx90(isa(9, 5)), Some("9.0"), vec![]),
+            ("PTX 9.5 beside SASS", d580, None, both90.clone(), Some("9.0"), vec![]),
+            ("PTX 9.5 JIT for a newer GPU", d580, None, both90, Some("10.0"), vec!["ptx-too-new-for-driver"]),
+            ("no list: the file's own targets", d580, None, ptx90(isa(9, 5)), None, vec!["ptx-too-new-for-driver"]),
+            ("ISA unknown to the table", d580, None, ptx90(isa(42, 0)), Some("9.0"), vec!["driver-verdict-unknown"]),
+            ("no code for the capability", d580, None, sass90, Some("10.0"), vec![]),
+        ];
+        for (name, drv, rt, dev, caps, want) in cases {
+            let mut p = policy(caps, false);
+            p.driver = Some(drv);
+            let mut out = Vec::new();
+            driver(Path::new("/x"), Some(&dev), rt.as_ref(), &p, &mut out);
+            assert_eq!(ids(&out), want, "{name}");
+            for f in &out {
+                if f.check != CheckId::DriverVerdictUnknown {
+                    assert!(f.message.contains("cuda_compat"), "{name}: {}", f.message);
+                }
+            }
+        }
+        // No driver, no driver checks.
+        let mut out = Vec::new();
+        driver(Path::new("/x"), None, shared(13).as_ref(), &policy(None, false), &mut out);
         assert!(out.is_empty());
     }
 

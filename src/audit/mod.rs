@@ -11,6 +11,8 @@
 pub mod checks;
 pub mod dynamic;
 pub mod policy;
+pub mod runtime;
+pub mod sources;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -47,6 +49,9 @@ pub struct Policy {
     /// sections (`--scan`); otherwise only the start of each data section
     /// is probed, and containers found there are reported unread.
     pub scan: bool,
+    /// `--driver-version` / `--driver-cuda`: the driver the files must run
+    /// on (runtime and PTX JIT checks, coverage verdicts); `None`: no checks.
+    pub driver: Option<crate::driver::Driver>,
     /// Library resolution, shared by the files of a run (it remembers what
     /// it has probed).
     pub resolver: std::sync::Arc<crate::linkage::Resolver>,
@@ -75,6 +80,9 @@ pub struct FileFacts {
     /// run (empty when no capabilities were requested).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub coverage: Vec<Coverage>,
+    /// With a driver given: the CUDA runtime the file needs, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<runtime::Runtime>,
 }
 
 /// Which code covers one requested capability.
@@ -87,21 +95,66 @@ pub struct Coverage {
     /// The code the driver would pick (`sm_90a`, `compute_80`), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    /// With a driver given and PTX picked: its PTX ISA version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ptx_isa: Option<String>,
+    /// With a driver given: whether the code runs on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<DriverVerdict>,
 }
 
-/// The coverage of every requested capability by `codes`.
-pub fn coverage(codes: &[crate::capabilities::Code], policy: &Policy) -> Vec<Coverage> {
+/// One capability's verdict on the given driver.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriverVerdict {
+    /// Whether the capability's code runs on the driver.
+    pub runs: bool,
+    /// Why not: `ptx-too-new`, `runtime-too-new`, or `unknown` (not decided).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// The CUDA version the driver must support (the PTX's, or the runtime's major).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs_cuda: Option<String>,
+    /// The CUDA version the driver supports.
+    pub has_cuda: String,
+}
+
+/// The coverage of every requested capability by `dev`'s code; with a
+/// driver given, each with its verdict on that driver: the PTX's ISA where
+/// PTX is picked, and the file's `runtime` (a runtime the driver cannot
+/// load, or whose version is unknown, decides for every capability).
+pub fn coverage(
+    dev: &DeviceCode,
+    runtime: Option<&runtime::Runtime>,
+    policy: &Policy,
+) -> Vec<Coverage> {
     let Some(req) = &policy.requested else { return Vec::new() };
+    let codes = dev.codes();
     req.capabilities
         .iter()
-        .map(|c| match crate::capabilities::covering(codes, *c) {
+        .map(|c| match crate::capabilities::covering(&codes, *c) {
             Some((runs, code)) => {
-                Coverage { capability: c.to_string(), runs, code: Some(code.name()) }
+                let mut cov = Coverage {
+                    capability: c.to_string(),
+                    runs,
+                    code: Some(code.name()),
+                    ptx_isa: None,
+                    driver: None,
+                };
+                if let Some(driver) = &policy.driver {
+                    let isa = checks::isa_of(dev, &code);
+                    if runs == crate::capabilities::Runs::Jit {
+                        cov.ptx_isa = isa.map(|i| i.to_string());
+                    }
+                    cov.driver = Some(checks::verdict(driver, runs, isa, runtime));
+                }
+                cov
             }
             None => Coverage {
                 capability: c.to_string(),
                 runs: crate::capabilities::Runs::No,
                 code: None,
+                ptx_isa: None,
+                driver: None,
             },
         })
         .collect()
@@ -143,12 +196,25 @@ pub fn audit_file(
     shown: &Path,
     policy: &Policy,
 ) -> Result<Option<(FileFacts, Vec<Finding>)>, String> {
+    audit_file_at(path, path, shown, policy)
+}
+
+/// [`audit_file`] for a file read at `local` that stands for `path`: a
+/// store path's file unpacked from a cache or a NAR (see
+/// [`crate::mounts`]). Every decision uses `path`; only the bytes come
+/// from `local`.
+pub fn audit_file_at(
+    local: &Path,
+    path: &Path,
+    shown: &Path,
+    policy: &Policy,
+) -> Result<Option<(FileFacts, Vec<Finding>)>, String> {
     let describe =
         |e: std::io::Error| format!("{}: {}", shown.display(), crate::error::describe_io(&e));
-    if !sniff(path).map_err(describe)? {
+    if !sniff(local).map_err(describe)? {
         return Ok(None);
     }
-    let data = hostelf::map(path).map_err(describe)?;
+    let data = hostelf::map(local).map_err(describe)?;
     let mut facts = FileFacts {
         path: path.to_path_buf(),
         format: "other",
@@ -157,6 +223,7 @@ pub fn audit_file(
         dynamic: None,
         damage: Vec::new(),
         coverage: Vec::new(),
+        runtime: None,
     };
     // Pages are dropped from the resident set as soon as they are read, so
     // memory stays flat whatever the file size (see hostelf::Mapped::release).
@@ -170,12 +237,21 @@ pub fn audit_file(
             let object = hostelf::parse_with(&data, &mut |p| data.release(p))
                 .map_err(|e| format!("{}: {e}", shown.display()))?;
             let scan = if policy.scan { Scan::Full } else { Scan::Probe };
-            let read = devicecode::read(&data, &object, Some(path), Depth::PerArch, scan, &release);
-            Ok::<_, String>((object.format(), matches!(object, Object::Elf(_)), read))
+            let read =
+                devicecode::read(&data, &object, Some(local), Depth::PerArch, scan, &release);
+            // Where a static runtime's version may be read (with a driver
+            // given): nvcc's toolkit note in the stored device code.
+            let sections: Vec<(u64, u64)> = match &object {
+                Object::Elf(elf) if policy.driver.is_some() => {
+                    elf.sections.iter().map(|s| (s.offset, s.size)).collect()
+                }
+                _ => Vec::new(),
+            };
+            Ok::<_, String>((object.format(), matches!(object, Object::Elf(_)), read, sections))
         },
         || is_elf.then(|| dynamic::facts(&data, &release)),
     );
-    let (format, host_elf, read) = parsed?;
+    let (format, host_elf, read, sections) = parsed?;
     facts.format = format;
     let dev = read.code;
     facts.damage = read.damage;
@@ -196,14 +272,40 @@ pub fn audit_file(
         checks::runpath(path, d, policy, &mut findings);
         checks::needed(path, d, policy, &mut findings);
     }
+    if policy.driver.is_some() {
+        let device = has_device.then_some(&dev);
+        facts.runtime = facts
+            .dynamic
+            .as_ref()
+            .and_then(|d| runtime::of(d, device, || runtime_note(&data, &sections, &release)));
+        checks::driver(path, device, facts.runtime.as_ref(), policy, &mut findings);
+    }
     if has_device {
         checks::scan_coverage(path, &dev, &mut findings);
         checks::capabilities(path, &dev, policy, &mut findings);
         checks::jetson(path, &dev, facts.dynamic.as_ref(), policy, &mut findings);
-        facts.coverage = coverage(&dev.codes(), policy);
+        facts.coverage = coverage(&dev, facts.runtime.as_ref(), policy);
         facts.device = Some(dev);
     }
     Ok(Some((facts, findings)))
+}
+
+/// nvcc's toolkit note in a host ELF file's fatbin sections (`(offset,
+/// size)`), as stored (see [`runtime`]): searched only for a static runtime
+/// whose device code has no PTX.
+fn runtime_note(
+    data: &[u8],
+    sections: &[(u64, u64)],
+    release: &dyn Fn(&[u8]),
+) -> Option<crate::capabilities::CudaVersion> {
+    sections.iter().find_map(|&(offset, size)| {
+        let start = usize::try_from(offset).ok()?;
+        let end = start.saturating_add(usize::try_from(size).ok()?);
+        let bytes = data.get(start..end)?;
+        let found = runtime::toolkit_note(bytes);
+        release(bytes);
+        found
+    })
 }
 
 /// The result of auditing a set of paths.
@@ -221,6 +323,30 @@ pub struct Audit {
 /// not followed; a path given directly that is a link is followed, as
 /// `result` links are meant to be).
 pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
+    let roots: Vec<Root> = paths.iter().cloned().map(Root::Path).collect();
+    audit_roots(&roots, policy)
+}
+
+/// What to audit: a path of this machine, or a store path unpacked elsewhere.
+#[derive(Debug, Clone)]
+pub enum Root {
+    /// A file or folder as given.
+    Path(PathBuf),
+    /// A store path's contents at `mount.local`, reported and decided under
+    /// `mount.logical` (the policy's resolver must hold the same mounts).
+    Mounted {
+        /// Where it is and what it stands for.
+        mount: crate::mounts::Mount,
+        /// Its name in baseline locations (the store name without the hash).
+        name: String,
+    },
+    /// Could not be read at all (a failed fetch): one failure line.
+    Failed(String),
+}
+
+/// Audits roots: [`audit_paths`]'s walk, with mounted store paths read from
+/// their local copies and reported exactly as the realised paths would be.
+pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
     let mut audit = Audit::default();
     // (shown path, stable location for baselines, outcome)
     let mut outcomes: Vec<(PathBuf, String, FileOutcome)> = Vec::new();
@@ -230,7 +356,61 @@ pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
         let name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         crate::finding::strip_store_hash(&name).to_string()
     };
-    for path in paths {
+    for root in roots {
+        let path = match root {
+            Root::Path(path) => path,
+            Root::Failed(message) => {
+                audit.failures.push(message.clone());
+                continue;
+            }
+            Root::Mounted { mount, name } => {
+                let (local, logical) = (&mount.local, &mount.logical);
+                let meta = match std::fs::symlink_metadata(local) {
+                    Ok(m) => m,
+                    // The store path is one file that is no object: the
+                    // unpacking left it out, as the audit would skip it.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => {
+                        let reason = crate::error::describe_io(&e);
+                        audit.failures.push(format!("{}: {reason}", logical.display()));
+                        continue;
+                    }
+                };
+                if meta.is_dir() {
+                    let rel =
+                        |p: &Path| p.strip_prefix(local).map(Path::to_path_buf).unwrap_or_default();
+                    let walked = walk::walk(local, &walk::Options::default(), |p, kind| {
+                        kind.file_type.is_file().then(|| {
+                            let shown = logical.join(rel(p));
+                            audit_file_at(p, &shown, &shown, policy)
+                        })
+                    });
+                    audit.failures.extend(walked.errors.iter().map(|e| {
+                        e.to_string().replace(&*local.to_string_lossy(), &logical.to_string_lossy())
+                    }));
+                    for (p, outcome) in walked.items {
+                        let location = Path::new(name).join(rel(&p)).to_string_lossy().into_owned();
+                        outcomes.push((logical.join(rel(&p)), location, outcome));
+                    }
+                } else if meta.is_file() {
+                    outcomes.push((
+                        logical.clone(),
+                        name.clone(),
+                        audit_file_at(local, logical, logical, policy),
+                    ));
+                } else if meta.file_type().is_symlink() {
+                    // Rare (`nix-store --add` of a link); its target is a
+                    // path of its own: say so rather than audit nothing.
+                    let target = std::fs::read_link(local).unwrap_or_default();
+                    audit.failures.push(format!(
+                        "{}: the store path is a symbolic link (to {}): audit its target",
+                        logical.display(),
+                        target.display()
+                    ));
+                }
+                continue;
+            }
+        };
         let meta = match std::fs::metadata(path) {
             Ok(m) => m,
             Err(e) => {

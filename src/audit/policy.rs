@@ -27,6 +27,10 @@ pub struct Flags {
     pub scan: bool,
     /// `--sysroot`: another machine's library root.
     pub sysroot: Option<PathBuf>,
+    /// `--driver-version` (`580.95.05`).
+    pub driver_version: Option<String>,
+    /// `--driver-cuda` (`13.0`, what nvidia-smi prints as "CUDA Version").
+    pub driver_cuda: Option<String>,
 }
 
 /// Why the policy cannot be built.
@@ -38,6 +42,12 @@ pub enum PolicyError {
     /// The capability list is malformed or out of range (Nixpkgs' wording).
     #[error(transparent)]
     Capabilities(#[from] CapError),
+    /// `--driver-version`: bad syntax or a branch the table does not know.
+    #[error("--driver-version: {0}")]
+    Driver(#[from] crate::driver::DriverError),
+    /// `--driver-cuda` is not `X.Y`.
+    #[error("--driver-cuda {0}: expected X.Y (what nvidia-smi prints as \"CUDA Version\")")]
+    DriverCuda(String),
 }
 
 /// The variables naming the requested capabilities, in precedence order
@@ -71,7 +81,17 @@ pub fn from_flags(flags: &Flags, env: &BuildEnv) -> Result<Policy, PolicyError> 
     let forward_compat = flags.forward_compat.unwrap_or_else(|| {
         env.attr("cudaForwardCompat").is_none_or(|v| forward_compat_value(&v.to_string_lossy()))
     });
+    let driver = match (&flags.driver_version, &flags.driver_cuda) {
+        (Some(v), _) => Some(crate::driver::Driver::from_version(v)?),
+        (None, Some(c)) => Some(crate::driver::Driver::from_cuda(
+            CudaVersion::parse(c)
+                .filter(|_| c.trim().split('.').count() == 2)
+                .ok_or_else(|| PolicyError::DriverCuda(c.clone()))?,
+        )),
+        (None, None) => None,
+    };
     Ok(Policy {
+        driver,
         requested,
         forward_compat,
         driver_lib: format!("{}/lib", flags.driver_link.trim_end_matches('/')),
@@ -115,6 +135,32 @@ mod tests {
 
     fn flags() -> Flags {
         Flags { driver_link: "/run/opengl-driver/".into(), ..Flags::default() }
+    }
+    #[test]
+    fn driver_flags_name_a_driver_or_fail_with_the_reason() {
+        let e = env(&[]);
+        let with = |v: Option<&str>, c: Option<&str>| {
+            from_flags(
+                &Flags {
+                    driver_version: v.map(str::to_string),
+                    driver_cuda: c.map(str::to_string),
+                    ..flags()
+                },
+                &e,
+            )
+        };
+        assert!(with(None, None).unwrap().driver.is_none());
+        let d = with(Some("580.95.05"), None).unwrap().driver.unwrap();
+        assert_eq!(d.cuda, CudaVersion::parse("13.0").unwrap());
+        assert_eq!(
+            with(None, Some("12.4")).unwrap().driver.unwrap().cuda,
+            CudaVersion::parse("12.4").unwrap()
+        );
+        let err = |v, c| with(v, c).unwrap_err().to_string();
+        assert!(err(Some("999.1"), None).contains("driver branch 999 is not in the table"));
+        assert!(err(Some("x"), None).contains("is not a driver version"));
+        assert!(err(None, Some("13")).contains("--driver-cuda 13: expected X.Y"));
+        assert!(err(None, Some("1.2.3")).contains("expected X.Y"));
     }
 
     fn caps(p: &Policy) -> Vec<String> {

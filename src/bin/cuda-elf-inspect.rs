@@ -17,14 +17,16 @@
 use std::ffi::OsString;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use nix_cuda_hooks::audit::{self, policy};
+use nix_cuda_hooks::audit::{self, policy, sources};
 use nix_cuda_hooks::baseline::Baseline;
 use nix_cuda_hooks::buildenv::BuildEnv;
 use nix_cuda_hooks::cli::{self, EXIT_FAILURE, EXIT_OK};
 use nix_cuda_hooks::inspect;
+use nix_cuda_hooks::linkage::Resolver;
 use nix_cuda_hooks::listing::{self, ListOptions};
 use nix_cuda_hooks::log::{Logger, Msg};
 use nix_cuda_hooks::report::{self, Color, Format, Report};
@@ -46,8 +48,23 @@ use nix_cuda_hooks::report::{self, Color, Format, Report};
 )]
 struct Args {
     /// Files or folders (walked; `result` links followed); `-` reads a
-    /// newline-separated list from stdin.
+    /// newline-separated list from stdin. A file named `*.nar`, `*.nar.xz`,
+    /// `*.nar.zst` or `*.nar.bz2` is audited as the store path it holds
+    /// (shown `FILE.nar!/lib/...`). With --substituter: store paths.
     paths: Vec<PathBuf>,
+    /// Audit store paths as a binary cache serves them (file://, http://,
+    /// https://), without realising them: each narinfo and NAR is fetched,
+    /// checked against NarHash/NarSize and unpacked (object files only) to a
+    /// temporary folder. Proxies: HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
+    substituter: Option<String>,
+    /// With --substituter: a key trusted to sign narinfo files (repeatable);
+    /// with any, an unsigned or badly signed narinfo is refused.
+    #[arg(long, value_name = "NAME:KEY", requires = "substituter")]
+    trusted_public_key: Vec<String>,
+    /// With --substituter: audit the closure (follow each narinfo's References).
+    #[arg(long, requires = "substituter")]
+    closure: bool,
     /// Capabilities the build was asked for: `8.6 9.0`, `8.6;9.0`, `86;90`,
     /// `sm_86,sm_90`, `8.6;9.0+PTX`. Default: $cudaCapabilities, $CUDAARCHS,
     /// $TORCH_CUDA_ARCH_LIST; none means no capability checks.
@@ -73,6 +90,16 @@ struct Args {
     /// for them.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
     sysroot: Option<PathBuf>,
+    /// The driver the files must run on, as nvidia-smi prints it
+    /// (`580.95.05`): findings when it cannot load a file's CUDA runtime or
+    /// JIT-compile PTX that is a capability's only code; verdicts on the
+    /// coverage lines.
+    #[arg(long, value_name = "VERSION", conflicts_with_all = ["driver_cuda", "summary", "list_elf", "list_ptx"])]
+    driver_version: Option<String>,
+    /// The same, named by the CUDA version the driver supports (nvidia-smi's
+    /// "CUDA Version", e.g. 13.0).
+    #[arg(long, value_name = "X.Y", conflicts_with_all = ["summary", "list_elf", "list_ptx"])]
+    driver_cuda: Option<String>,
     /// Report format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -118,7 +145,8 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ("cudaForwardCompat", "0/false: no forward-compatibility PTX expected (default on, as in Nixpkgs)"),
     ("outputs, $out...", "with no paths in a build: the outputs to audit (or NIX_ATTRS_JSON_FILE)"),
     ("NIX_STORE", "files below it resolve libraries without the host's folders [default: /nix/store]"),
-    ("TMPDIR, NIX_BUILD_TOP", "build folders no RUNPATH entry may point into (besides /build)"),
+    ("TMPDIR, NIX_BUILD_TOP", "build folders no RUNPATH entry may point into (besides /build); TMPDIR: where a cache or NAR audit unpacks objects"),
+    ("HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY", "proxies for --substituter http(s)://"),
     ("NIX_LOG_FD, NIX_DEBUG", "inside a build: where findings are logged and how many (setup.sh's levels)"),
     ("NO_COLOR", "set: no colour in text output (--color auto)"),
 ];
@@ -188,6 +216,8 @@ fn run_audit(args: &Args) -> anyhow::Result<u8> {
         system_lib_dirs: args.system_lib_dirs,
         scan: args.scan,
         sysroot: args.sysroot.clone(),
+        driver_version: args.driver_version.clone(),
+        driver_cuda: args.driver_cuda.clone(),
     };
     let policy = policy::from_flags(&flags, &env)?;
     let paths = if args.paths.is_empty() {
@@ -202,7 +232,28 @@ fn run_audit(args: &Args) -> anyhow::Result<u8> {
     } else {
         paths(args)?
     };
-    let result = audit::audit_paths(&paths, &policy);
+    let cache = args.substituter.as_ref().map(|url| sources::CacheArgs {
+        url: url.clone(),
+        keys: args.trusted_public_key.clone(),
+        closure: args.closure,
+        jobs: 8,
+    });
+    if cache.is_some() && paths.is_empty() {
+        bail!("--substituter needs store paths to audit (try --help)");
+    }
+    let progress = ProgressLine::new(io::stderr().is_terminal());
+    let sources =
+        sources::prepare(&paths, cache.as_ref(), &policy.store_dir, &|p| progress.show(p))?;
+    progress.clear();
+    let mut policy = policy;
+    if let Some(store) = &sources.store_dir {
+        policy.store_dir = store.clone();
+    }
+    if !sources.mounts.is_empty() {
+        policy.resolver = Arc::new(Resolver::with_mounts(sources.mounts.clone()));
+    }
+    let result = audit::audit_roots(&sources.roots, &policy);
+    drop(sources);
     if let Some(path) = &args.write_baseline {
         Baseline::of(&result.findings).save(path)?;
         eprintln!(
@@ -239,6 +290,39 @@ fn run_audit(args: &Args) -> anyhow::Result<u8> {
         }
     }
     Ok(report.exit_status())
+}
+
+/// The progress line of a cache audit on a terminal: store paths and NAR
+/// bytes read so far, rewritten in place and cleared at the end; nothing
+/// when stderr is not a terminal.
+struct ProgressLine {
+    on: bool,
+    shown: Mutex<bool>,
+}
+
+impl ProgressLine {
+    fn new(on: bool) -> Self {
+        ProgressLine { on, shown: Mutex::new(false) }
+    }
+
+    fn show(&self, p: sources::Progress) {
+        if !self.on {
+            return;
+        }
+        let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+        let mb = p.bytes as f64 / 1e6;
+        eprint!(
+            "\r\x1b[Kcuda-elf-inspect: {} read, {mb:.1} MB of NAR",
+            report::count(p.paths, "store path", "store paths")
+        );
+        *shown = true;
+    }
+
+    fn clear(&self) {
+        if *self.shown.lock().unwrap_or_else(|e| e.into_inner()) {
+            eprint!("\r\x1b[K");
+        }
+    }
 }
 
 /// `--summary`: the reader's full per-file report.

@@ -53,6 +53,31 @@ pub enum Ptx {
     Entries,
 }
 
+/// The PTX ISA version of a PTX entry (`9.5`), from its fatbin entry
+/// header's major and minor fields: the same number as the PTX text's
+/// `.version` directive (cuobjdump's `-ptx` prints both), read without
+/// decompressing the text. A driver JIT-compiles PTX only up to its own CUDA
+/// version's ISA ([`crate::driver::Driver::jits_ptx`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PtxIsa {
+    /// Major (`9`).
+    pub major: u16,
+    /// Minor (`5`).
+    pub minor: u16,
+}
+
+impl std::fmt::Display for PtxIsa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+impl Serialize for PtxIsa {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// What one architecture carries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ArchCode {
@@ -60,6 +85,9 @@ pub struct ArchCode {
     pub sass: Option<Sass>,
     /// PTX, if any PTX targets it.
     pub ptx: Option<Ptx>,
+    /// The highest PTX ISA version among its PTX entries: what a driver
+    /// must JIT-compile (one module of too new PTX fails the whole load).
+    pub ptx_isa: Option<PtxIsa>,
     /// LTO-IR targets it (never runnable as is).
     pub lto_ir: bool,
 }
@@ -110,6 +138,18 @@ impl DeviceCode {
     pub fn note_ptx(&mut self, arch: Arch, ptx: Ptx) {
         let a = self.archs.entry(arch).or_default();
         a.ptx = a.ptx.max(Some(ptx));
+    }
+
+    /// Records the PTX ISA version of one PTX entry of `arch` (the highest
+    /// is kept).
+    pub fn note_ptx_isa(&mut self, arch: Arch, isa: PtxIsa) {
+        let a = self.archs.entry(arch).or_default();
+        a.ptx_isa = a.ptx_isa.max(Some(isa));
+    }
+
+    /// Per architecture with PTX, the highest PTX ISA version of its entries.
+    pub fn ptx_isa(&self) -> BTreeMap<Arch, PtxIsa> {
+        self.archs.iter().filter_map(|(a, c)| Some((*a, c.ptx_isa?))).collect()
     }
 
     /// Records LTO-IR of `arch`.
@@ -182,6 +222,8 @@ impl Serialize for DeviceCode {
             link_stub_only: BTreeSet<Arch>,
             ptx_without_entries: BTreeSet<Arch>,
             lto_ir: BTreeSet<Arch>,
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            ptx_isa: BTreeMap<Arch, PtxIsa>,
             cubins: usize,
             ptx_files: usize,
             lto_ir_files: usize,
@@ -198,6 +240,7 @@ impl Serialize for DeviceCode {
             link_stub_only: self.link_stub_only(),
             ptx_without_entries: self.ptx_without_entries(),
             lto_ir: self.lto_ir(),
+            ptx_isa: self.ptx_isa(),
             cubins: self.cubins,
             ptx_files: self.ptx_files,
             lto_ir_files: self.lto_ir_files,
@@ -269,6 +312,10 @@ pub fn settle(
                 }
                 Kind::Ptx => {
                     code.ptx_files += 1;
+                    code.note_ptx_isa(
+                        entry.arch,
+                        PtxIsa { major: entry.major, minor: entry.minor },
+                    );
                     // The PTX of a unit whose cubin is too large for a stub
                     // is that unit's kernels, compiled to PTX: code, unread.
                     if beside_code && depth != Depth::Headers {

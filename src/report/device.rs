@@ -47,14 +47,43 @@ pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> 
             let each: Vec<String> = f
                 .coverage
                 .iter()
-                .map(|c| match (&c.code, c.runs) {
-                    (Some(code), Runs::Native) => format!("{}: SASS {code}", c.capability),
-                    (Some(code), _) => format!("{}: PTX {code} (JIT only)", c.capability),
-                    (None, _) => format!("{}: nothing runs", c.capability),
+                .map(|c| match (&c.code, c.runs, &c.driver) {
+                    (Some(code), Runs::Native, None) => format!("{}: SASS {code}", c.capability),
+                    (Some(code), Runs::Native, Some(v)) => {
+                        format!("{}: SASS {code} ({})", c.capability, verdict(v))
+                    }
+                    (Some(code), _, None) => format!("{}: PTX {code} (JIT only)", c.capability),
+                    (Some(code), _, Some(v)) => {
+                        let isa = c.ptx_isa.as_deref().unwrap_or("unknown");
+                        match (v.reason, &v.needs_cuda) {
+                            (Some("ptx-too-new"), Some(needs)) => format!(
+                                "{}: PTX {code}, ISA {isa} needs CUDA {needs} driver (has {})",
+                                c.capability, v.has_cuda
+                            ),
+                            _ => {
+                                format!("{}: PTX {code}, ISA {isa} ({})", c.capability, verdict(v))
+                            }
+                        }
+                    }
+                    (None, _, _) => format!("{}: nothing runs", c.capability),
                 })
                 .collect();
             writeln!(out, "    requested {}", each.join("; "))?;
         }
     }
     writeln!(out)
+}
+
+/// `runs`, `JIT runs`, or why not, for a coverage line with a driver given.
+fn verdict(v: &crate::audit::DriverVerdict) -> String {
+    match (v.runs, v.reason, &v.needs_cuda) {
+        (true, _, _) => "runs".to_string(),
+        (false, Some("runtime-too-new"), Some(needs)) => {
+            format!("runtime needs CUDA {needs} driver, has {}", v.has_cuda)
+        }
+        (false, Some("ptx-too-new"), Some(needs)) => {
+            format!("needs CUDA {needs} driver, has {}", v.has_cuda)
+        }
+        _ => "not decided".to_string(),
+    }
 }

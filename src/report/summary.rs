@@ -54,6 +54,11 @@ pub fn write(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
         if !s.ptx.is_empty() {
             writeln!(out, "  PTX:            {}", archs(&s.ptx))?;
         }
+        if !s.ptx_isa.is_empty() {
+            let isa: Vec<String> =
+                s.ptx_isa.iter().map(|(a, v)| format!("{} {v}", a.name())).collect();
+            writeln!(out, "  PTX ISA:        {}", isa.join(", "))?;
+        }
         if !s.link_stub_only.is_empty() {
             writeln!(out, "  link stub only: {}", archs(&s.link_stub_only))?;
         }

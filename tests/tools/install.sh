@@ -34,6 +34,10 @@ command -v unzip >/dev/null || need_apt+=(unzip)
 command -v npm >/dev/null || need_apt+=(npm)
 [ -x /usr/bin/time ] || need_apt+=(time)
 command -v file >/dev/null || need_apt+=(file)
+# benches/compare.sh's cache rows: plain zstd decompression is the bound; the
+# progress-line test runs the audit on a terminal through script(1).
+command -v zstd >/dev/null || need_apt+=(zstd)
+command -v script >/dev/null || need_apt+=(bsdutils)
 { command -v setpriv && command -v flock; } >/dev/null || need_apt+=(util-linux)
 apt_install() { # [apt-get install options...] packages...
   echo "install.sh: apt-get install $*"

@@ -1,0 +1,216 @@
+//! Turns the audit's arguments into roots: paths of this machine as they
+//! are, NAR files (`x.nar`, `.nar.xz`, `.nar.zst`, `.nar.bz2`) unpacked, and
+//! with `--substituter` store paths fetched from a binary cache (with
+//! `--closure`, everything they refer to). Unpacked store paths become
+//! [`Mount`]s, so the audit reports and decides under their store names
+//! (see [`crate::mounts`]).
+//!
+//! Only object files reach the disk (the keep-filter is
+//! [`super::interesting`] on a file's first bytes): documentation, headers
+//! and Python sources stream past. They go to one private temporary folder
+//! (mode 0700, removed when [`Sources`] is dropped); nothing else is kept,
+//! and memory stays what the NAR reader and the decompressors hold.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use super::Root;
+use crate::cache::{self, Cache, CacheError, Fetched};
+use crate::finding::strip_store_hash;
+use crate::mounts::{Mount, Mounts};
+use crate::narinfo::{NarInfoError, PublicKey};
+
+/// `--substituter` and what goes with it.
+#[derive(Debug, Clone, Default)]
+pub struct CacheArgs {
+    /// The cache's URL (`file://`, `http://`, `https://`).
+    pub url: String,
+    /// `--trusted-public-key NAME:KEY`, each; with any, narinfo files must be signed by one.
+    pub keys: Vec<String>,
+    /// `--closure`: follow References.
+    pub closure: bool,
+    /// Transfers at a time.
+    pub jobs: usize,
+}
+
+/// Why the arguments cannot be turned into roots at all (a single store
+/// path failing is a [`Root::Failed`], not this).
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// A `--trusted-public-key` that does not parse.
+    #[error("--trusted-public-key: {0}")]
+    Key(#[from] NarInfoError),
+    /// The cache cannot be opened (bad URL, unreadable `nix-cache-info`).
+    #[error("--substituter: {0}")]
+    Cache(#[from] CacheError),
+    /// The private temporary folder cannot be made.
+    #[error("cannot make a temporary folder: {0}")]
+    TempDir(String),
+}
+
+/// How far fetching has come, for a progress line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Store paths done (fetched or failed).
+    pub paths: usize,
+    /// Bytes of NAR read (uncompressed).
+    pub bytes: u64,
+}
+
+/// The roots to audit and what they need.
+#[derive(Debug)]
+pub struct Sources {
+    /// In argument order (store paths sorted, as fetched).
+    pub roots: Vec<Root>,
+    /// The mounts the policy's resolver must read through.
+    pub mounts: Mounts,
+    /// With `--substituter`: the cache's store folder, which the audit uses
+    /// as the store (the paths are named in it).
+    pub store_dir: Option<PathBuf>,
+    /// Keeps the unpacked copies until the audit is done.
+    _tmp: Option<tempfile::TempDir>,
+}
+
+/// Whether `path` is an argument to unpack: a regular file (links
+/// followed) named like a NAR.
+pub fn is_nar_file(path: &Path) -> bool {
+    cache::nar_file_compression(path).is_some()
+        && std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+fn temp_dir() -> Result<tempfile::TempDir, SourceError> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix("cuda-elf-inspect.")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .map_err(|e| SourceError::TempDir(crate::error::describe_io(&e)))
+}
+
+/// Prepares the arguments. Without a cache, NAR files are unpacked and
+/// other paths are kept as they are; with one, every argument is a store
+/// path of the cache. `progress` is called after each store path.
+pub fn prepare(
+    paths: &[PathBuf],
+    cache: Option<&CacheArgs>,
+    store_dir: &Path,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<Sources, SourceError> {
+    match cache {
+        Some(args) => from_cache(paths, args, progress),
+        None => from_files(paths, store_dir),
+    }
+}
+
+/// NAR files unpacked (logical name `FILE!`), other paths as given; the
+/// store paths a NAR refers to (in `store_dir`) count as not read.
+fn from_files(paths: &[PathBuf], store_dir: &Path) -> Result<Sources, SourceError> {
+    let mut tmp = None;
+    let mut roots = Vec::new();
+    let mut mounts = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        if !is_nar_file(path) {
+            roots.push(Root::Path(path.clone()));
+            continue;
+        }
+        if tmp.is_none() {
+            tmp = Some(temp_dir()?);
+        }
+        let local = tmp.as_ref().map(|t| t.path().join(i.to_string())).unwrap_or_default();
+        match cache::unpack_file(path, &local, &super::interesting) {
+            Ok(_) => {
+                let mut logical = path.as_os_str().to_os_string();
+                logical.push("!");
+                let mount = Mount { logical: logical.into(), local, in_store: true };
+                mounts.push(mount.clone());
+                roots.push(Root::Mounted { mount, name: nar_root_name(path) });
+            }
+            Err(e) => roots.push(Root::Failed(e.to_string())),
+        }
+    }
+    let mounts = Mounts::of_files(mounts, store_dir.to_path_buf());
+    Ok(Sources { roots, mounts, store_dir: None, _tmp: tmp })
+}
+
+/// A NAR file's name in baseline locations: its file name without the
+/// `.nar*` extension and without a store hash, so that `<hash>-foo.nar.xz`
+/// is located as the realised `/nix/store/<hash>-foo` is.
+pub fn nar_root_name(path: &Path) -> String {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = [".nar.xz", ".nar.zst", ".nar.bz2", ".nar"]
+        .iter()
+        .find_map(|ext| name.strip_suffix(ext))
+        .unwrap_or(&name);
+    strip_store_hash(stem).to_string()
+}
+
+/// Store paths fetched from the cache into the temporary folder.
+fn from_cache(
+    paths: &[PathBuf],
+    args: &CacheArgs,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<Sources, SourceError> {
+    let keys =
+        args.keys.iter().map(|k| PublicKey::parse(k)).collect::<Result<Vec<PublicKey>, _>>()?;
+    let cache = Cache::open(&args.url, keys)?;
+    let tmp = temp_dir()?;
+    let store_dir = PathBuf::from(cache.store_dir());
+    let wanted: Vec<String> = paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let (done, bytes) = (AtomicUsize::new(0), AtomicU64::new(0));
+    let report = |_: &str, result: &Result<Fetched, CacheError>| {
+        if let Ok(f) = result {
+            bytes.fetch_add(f.info.nar_size, Ordering::Relaxed);
+        }
+        let paths = done.fetch_add(1, Ordering::Relaxed) + 1;
+        progress(Progress { paths, bytes: bytes.load(Ordering::Relaxed) });
+    };
+    let fetched = cache.fetch_all(
+        &wanted,
+        args.closure,
+        tmp.path(),
+        &super::interesting,
+        args.jobs.max(1),
+        &report,
+    );
+    let mut roots = Vec::new();
+    let mut mounts = Vec::new();
+    for (path, result) in fetched {
+        match result {
+            Ok(_) => {
+                let base = cache.base_name(&path).unwrap_or_default().to_string();
+                let mount = Mount {
+                    logical: PathBuf::from(&path),
+                    local: tmp.path().join(&base),
+                    in_store: true,
+                };
+                mounts.push(mount.clone());
+                roots.push(Root::Mounted { mount, name: strip_store_hash(&base).to_string() });
+            }
+            Err(e) => roots.push(Root::Failed(e.to_string())),
+        }
+    }
+    Ok(Sources {
+        roots,
+        mounts: Mounts::of_cache(mounts, store_dir.clone()),
+        store_dir: Some(store_dir),
+        _tmp: Some(tmp),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nar_files_are_located_like_their_store_paths() {
+        let cases = [
+            ("/tmp/0123456789abcdfghijklmnpqrsvwxyz-foo-1.0.nar.xz", "foo-1.0"),
+            ("x.nar", "x"),
+            ("dir/x.nar.zst", "x"),
+            ("odd", "odd"),
+        ];
+        for (path, want) in cases {
+            assert_eq!(nar_root_name(Path::new(path)), want, "{path}");
+        }
+    }
+}

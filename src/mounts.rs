@@ -1,0 +1,236 @@
+//! Store paths read from somewhere else than where they are named.
+//!
+//! An audit of a binary cache or of a NAR file unpacks each store path into
+//! a private temporary folder, but every decision must be the one an audit
+//! of the realised path makes: `$ORIGIN`, whether the file is in the store,
+//! the folders a NEEDED library is searched in, and the symbolic links the
+//! loader follows on the way. A [`Mount`] ties a store path's *logical* name
+//! (`/nix/store/<hash>-<name>`, or `x.nar!` for a NAR file) to its *local*
+//! copy, and [`Mounts::locate`] turns a logical path into the local file the
+//! loader would open, resolving links itself: an absolute link
+//! `lib/libb.so.1 -> /nix/store/<other>/lib/libb.so.1.0` lands in the other
+//! mount, never in this machine's `/nix/store`.
+
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+
+/// The kernel's limit of symbolic links followed in one lookup (`ELOOP`).
+pub const MAX_HOPS: usize = 40;
+
+/// One store path's contents, read from a local copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// The name the audit reports and decides by (`/nix/store/<hash>-<name>`, `x.nar!`).
+    pub logical: PathBuf,
+    /// Where its contents were unpacked.
+    pub local: PathBuf,
+    /// Whether its files count as files in the Nix store (they resolve
+    /// libraries without the host's folders). A NAR is a store path's
+    /// contents, so true for both kinds.
+    pub in_store: bool,
+}
+
+/// Where a logical path's file is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Located {
+    /// Read it here (a local copy, or the logical path itself outside every
+    /// mount and outside the cache's store).
+    Local(PathBuf),
+    /// Nothing there: a name missing inside a mount (or a file the unpacking
+    /// left out, which is never an object), or a loop of links.
+    Absent,
+    /// Inside this store path of the cache's store, which was not fetched.
+    Unfetched(PathBuf),
+}
+
+/// The mounts of one audit; empty for an audit of real paths.
+#[derive(Debug, Clone, Default)]
+pub struct Mounts {
+    list: Vec<Mount>,
+    /// The store the mounts were fetched from (a cache's `StoreDir`): a path
+    /// below it that no mount holds was not fetched, so it is unknown rather
+    /// than read from this machine's store. `None` for NAR files, whose
+    /// references are looked for on this machine as for a realised path.
+    store: Option<PathBuf>,
+}
+
+impl Mounts {
+    /// Mounts of store paths fetched from a cache whose store is `store_dir`.
+    pub fn of_cache(list: Vec<Mount>, store_dir: PathBuf) -> Mounts {
+        Mounts { list, store: Some(store_dir) }
+    }
+
+    /// Mounts of NAR files: the store paths they refer to, in `store_dir`,
+    /// were not read either (a NAR holds one path, not its closure).
+    pub fn of_files(list: Vec<Mount>, store_dir: PathBuf) -> Mounts {
+        Mounts { list, store: Some(store_dir) }
+    }
+
+    /// Whether there are none (an audit of real paths).
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The mounts.
+    pub fn list(&self) -> &[Mount] {
+        &self.list
+    }
+
+    /// The mount holding the logical `path`, if any.
+    pub fn mount_of(&self, path: &Path) -> Option<&Mount> {
+        self.list.iter().find(|m| path.starts_with(&m.logical))
+    }
+
+    /// The store path of the cache's store that `path` lies in, when no
+    /// mount holds it.
+    fn unfetched(&self, path: &Path) -> Option<PathBuf> {
+        let store = self.store.as_ref()?;
+        let rest = path.strip_prefix(store).ok()?;
+        let first = rest.components().next()?;
+        Some(store.join(first))
+    }
+
+    /// The local file the loader would open for the logical `path`,
+    /// following symbolic links inside mounts the way the kernel does
+    /// (relative targets from the link's logical folder, absolute ones from
+    /// the logical root, `..` from the resolved folder, at most
+    /// [`MAX_HOPS`] links). Outside every mount and outside the cache's
+    /// store, the rest of the path is left to the kernel.
+    pub fn locate(&self, path: &Path) -> Located {
+        enum Step {
+            Root,
+            Up,
+            Name(OsString),
+        }
+        fn push(stack: &mut Vec<Step>, path: &Path) {
+            for c in path.components().rev() {
+                match c {
+                    Component::RootDir | Component::Prefix(_) => stack.push(Step::Root),
+                    Component::ParentDir => stack.push(Step::Up),
+                    Component::CurDir => {}
+                    Component::Normal(n) => stack.push(Step::Name(n.to_os_string())),
+                }
+            }
+        }
+        let mut stack = Vec::new();
+        push(&mut stack, path);
+        let mut cur = PathBuf::new();
+        let mut hops = 0;
+        while let Some(step) = stack.pop() {
+            match step {
+                Step::Root => cur = PathBuf::from("/"),
+                Step::Up => {
+                    cur.pop();
+                }
+                Step::Name(n) => {
+                    cur.push(&n);
+                    let Some(m) = self.mount_of(&cur) else {
+                        let above = |p: &PathBuf| p.starts_with(&cur);
+                        if self.list.iter().any(|m| above(&m.logical))
+                            || self.store.as_ref().is_some_and(above)
+                        {
+                            continue; // a folder above a mount or the store (`/nix`)
+                        }
+                        if let Some(store_path) = self.unfetched(&cur) {
+                            return Located::Unfetched(store_path);
+                        }
+                        // Outside: the kernel resolves the rest.
+                        while let Some(step) = stack.pop() {
+                            match step {
+                                Step::Root => cur = PathBuf::from("/"),
+                                Step::Up => cur.push(".."),
+                                Step::Name(n) => cur.push(n),
+                            }
+                        }
+                        return Located::Local(cur);
+                    };
+                    let local = local_of(m, &cur);
+                    match std::fs::symlink_metadata(&local) {
+                        Err(_) => return Located::Absent,
+                        Ok(meta) if meta.file_type().is_symlink() => {
+                            hops += 1;
+                            let Ok(target) = std::fs::read_link(&local) else {
+                                return Located::Absent;
+                            };
+                            if hops > MAX_HOPS {
+                                return Located::Absent;
+                            }
+                            cur.pop();
+                            push(&mut stack, &target);
+                        }
+                        Ok(_) => {}
+                    }
+                }
+            }
+        }
+        match self.mount_of(&cur) {
+            Some(m) => Located::Local(local_of(m, &cur)),
+            None => Located::Local(cur),
+        }
+    }
+}
+
+/// The local path of `logical`, which lies in `m`.
+fn local_of(m: &Mount, logical: &Path) -> PathBuf {
+    match logical.strip_prefix(&m.logical) {
+        Ok(rest) if rest.as_os_str().is_empty() => m.local.clone(),
+        Ok(rest) => m.local.join(rest),
+        Err(_) => m.local.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn links_inside_mounts_resolve_in_logical_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        for d in [&a, &b] {
+            std::fs::create_dir_all(d.join("lib")).unwrap();
+        }
+        std::fs::write(b.join("lib/libb.so.1.0"), b"\x7fELF").unwrap();
+        symlink("/s/bbb-b/lib/libb.so.1.0", a.join("lib/libb.so.1")).unwrap();
+        symlink("libb.so.1.0", b.join("lib/libb.so.1")).unwrap();
+        symlink("../lib/libb.so.1", a.join("lib/up")).unwrap();
+        symlink("loop", a.join("lib/loop")).unwrap();
+        symlink("/s/ccc-c/lib/x", a.join("lib/elsewhere")).unwrap();
+        let mount = |name: &str, local: &Path| Mount {
+            logical: PathBuf::from("/s").join(name),
+            local: local.to_path_buf(),
+            in_store: true,
+        };
+        let mounts = Mounts::of_cache(vec![mount("aaa-a", &a), mount("bbb-b", &b)], "/s".into());
+        let want = Located::Local(b.join("lib/libb.so.1.0"));
+        let cases: Vec<(&str, Located)> = vec![
+            ("/s/aaa-a/lib/libb.so.1", want.clone()),
+            ("/s/aaa-a/lib/up", want.clone()),
+            ("/s/bbb-b/lib/libb.so.1", want.clone()),
+            ("/s/aaa-a/lib/../../bbb-b/lib/libb.so.1", want.clone()),
+            ("/s/aaa-a/lib/nothing", Located::Absent),
+            ("/s/aaa-a/lib/loop", Located::Absent),
+            ("/s/aaa-a/lib/elsewhere", Located::Unfetched("/s/ccc-c".into())),
+            ("/s/ddd-d/lib/libd.so", Located::Unfetched("/s/ddd-d".into())),
+            ("/run/opengl-driver/lib/x", Located::Local("/run/opengl-driver/lib/x".into())),
+        ];
+        for (logical, want) in cases {
+            assert_eq!(mounts.locate(Path::new(logical)), want, "{logical}");
+        }
+        // A NAR file's mount: its links into the store lead out of what was read.
+        let nar = Mounts::of_files(
+            vec![Mount { logical: "x.nar!".into(), local: a.clone(), in_store: true }],
+            "/s".into(),
+        );
+        assert_eq!(
+            nar.locate(Path::new("x.nar!/lib/../lib/elsewhere")),
+            Located::Unfetched("/s/ccc-c".into())
+        );
+        let outside = Mounts { store: None, ..nar };
+        assert_eq!(
+            outside.locate(Path::new("x.nar!/lib/elsewhere")),
+            Located::Local("/s/ccc-c/lib/x".into())
+        );
+    }
+}
