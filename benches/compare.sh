@@ -446,7 +446,7 @@ make_nix_cache() { # DIR CORPUS_DIR... -> prints the top store path
     top=$(nixenv "$dir" "$root/.tools/nix/bin/nix-build" --no-out-link -E \
       "derivation { name = \"closure\"; system = builtins.currentSystem; builder = \"/bin/sh\"; args = [ \"-c\" \"echo$refs > \$out\" ]; }") || return 1
     nixenv "$dir" "$root/.tools/nix/bin/nix" --extra-experimental-features nix-command \
-      copy --to "file://$dir/cache?compression=zstd" "$top" >&2 || return 1
+      copy --to "file://$dir/cache?compression=${compression:-zstd}" "$top" >&2 || return 1
     echo "$top" >"$dir/top"
     wipe_store "$dir" # what remains is the cache
     touch "$dir/.done"
@@ -482,6 +482,31 @@ if want cache && need_corpus; then
     wipe_store "$nixdir"
   else
     note "the Nix binary cache could not be made: the cache rows are missing"
+  fi
+  # A Python CUDA package as Nix installs it: the whole cupy wheel unpacked
+  # (65 shared objects beside Python sources, Cython files and CUDA headers,
+  # which the audit never writes out), in the two compressions caches use:
+  # zstd, and xz (cache.nixos.org's).
+  wheel=$root/.cache/corpus/wheels/cupy_cuda12x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl
+  if ! $quick && [[ -f $wheel ]]; then
+    tree=$cache/cupy-wheel
+    if [[ ! -f $tree.done ]]; then
+      rm -rf "$tree" && python3 -m zipfile -e "$wheel" "$tree" && touch "$tree.done"
+    fi
+    for compression in zstd xz; do
+      nixdir=$(realpath "$cache")/nixcache-cupy-$compression
+      if top=$(compression=$compression make_nix_cache "$nixdir" "$tree"); then
+        nars=("$nixdir"/cache/nar/*.nar.*)
+        size="cupy 14.2.0 wheel as a store path ($(find "$tree" -type f | wc -l) files, $(find "$tree" -name '*.so' | wc -l) objects), $(mb "$tree") unpacked, $(du -cm "${nars[@]}" | tail -n 1 | cut -f1) MB $compression"
+        export nixdir top
+        SETUP=fresh_store compare "audit of a cached closure (--substituter file:// --closure)" "$size" 3 3 "nix copy --from the cache + audit of the realised paths" \
+          -- env TMPDIR="$nixdir/tmp" "$bin/cuda-elf-inspect" --substituter "file://$nixdir/cache" --closure "$top" \
+          -- bash -c "$realise_and_audit"
+        wipe_store "$nixdir"
+      else
+        note "the cupy binary cache ($compression) could not be made: its row is missing"
+      fi
+    done
   fi
 fi
 

@@ -16,12 +16,15 @@
 //!   128 MiB for xz.
 //! - **zstd**: each frame header is read here first and a window over
 //!   [`MAX_WINDOW`] (zstd's own default decoder limit, 2^27 bytes) is
-//!   refused; `nix copy` writes 2 MiB windows by default, 8 MiB at level 19
-//!   and exactly 2^27 at level 22, the highest. ruzstd keeps the window in
-//!   a ring buffer that grows to the next power of two above window plus one
-//!   block, copying on growth: at most about 2 x 128 MiB = 256 MiB (measured
-//!   in `tests/nar.rs`). Concatenated and skippable frames are read as the
-//!   zstd tool reads them.
+//!   refused with a message saying so; `nix copy` writes 2 MiB windows by
+//!   default, 8 MiB at level 19 and exactly 2^27 at level 22, the highest.
+//!   The frame is then decoded by the reference C library (libzstd, built
+//!   into the binary), whose own `windowLogMax` is set to the same limit:
+//!   it holds one window and one block, at most about 128 MiB (measured in
+//!   `tests/nar.rs`). The C decoder, not the pure-Rust one the fatbin codec
+//!   uses for its small payloads, because NARs are hundreds of megabytes and
+//!   it decodes them 3-4x faster (docs/binary-cache.md). Concatenated and
+//!   skippable frames are read as the zstd tool reads them.
 //! - **bzip2**: the format bounds the decoder (a block is at most 900 kB;
 //!   about 3.6 MiB of tables), nothing to check.
 //!
@@ -100,6 +103,10 @@ fn error(format: &'static str, offset: u64, reason: impl Into<String>) -> io::Er
 fn annotate(format: &'static str, offset: u64, e: io::Error) -> io::Error {
     match e.get_ref() {
         Some(inner) if inner.is::<DecompressError>() => e,
+        // libzstd's reader says "incomplete frame" when its input ends early.
+        Some(_) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            error(format, offset, "the stream is truncated")
+        }
         Some(inner) => {
             let reason = if inner.downcast_ref::<liblzma::stream::Error>()
                 == Some(&liblzma::stream::Error::MemLimit)
@@ -166,13 +173,10 @@ impl Read for Bzip2 {
 
 const ZSTD_MAGIC: u32 = 0xfd2f_b528;
 
-/// ruzstd's reader of one frame whose header was read (and checked) here.
-type FrameReader = ruzstd::decoding::StreamingDecoder<
-    io::Chain<io::Cursor<Vec<u8>>, Input>,
-    ruzstd::decoding::FrameDecoder,
->;
+/// libzstd's reader of one frame whose header was read (and checked) here.
+type FrameReader = zstd::stream::read::Decoder<'static, io::Chain<io::Cursor<Vec<u8>>, Input>>;
 
-/// zstd: frame after frame, each window checked before ruzstd sees it.
+/// zstd: frame after frame, each window checked before libzstd sees it.
 struct Zstd {
     state: ZstdState,
 }
@@ -214,8 +218,13 @@ impl Read for Zstd {
                         continue;
                     };
                     let source = io::Cursor::new(header).chain(input);
-                    let decoder = ruzstd::decoding::StreamingDecoder::new(source)
-                        .map_err(|e| error("zstd", at, e.to_string()))?;
+                    let decoder = zstd::stream::read::Decoder::with_buffer(source)
+                        .and_then(|d| {
+                            let mut d = d.single_frame();
+                            d.window_log_max(MAX_WINDOW.trailing_zeros())?;
+                            Ok(d)
+                        })
+                        .map_err(|e| error("zstd", at, format!("no decoder: {e}")))?;
                     self.state = ZstdState::Frame(Box::new(decoder));
                 }
                 ZstdState::Frame(mut decoder) => {
@@ -227,8 +236,7 @@ impl Read for Zstd {
                         self.state = ZstdState::Frame(decoder);
                         return Ok(n);
                     }
-                    let (source, _) = decoder.into_parts();
-                    self.state = ZstdState::Between(source.into_inner().1);
+                    self.state = ZstdState::Between(decoder.finish().into_inner().1);
                 }
             }
         }

@@ -790,8 +790,8 @@ fn hostile_nar_files_are_refused_in_bounded_memory() {
     assert!(peak < 64 * mib, "zstd 2 TiB window: peak {peak} KiB");
     let (peak, outcome) = run("zstd-128mib-window");
     assert_eq!(outcome, "ok skipped=1");
-    // ruzstd's ring buffer: the next power of two above window + block.
-    assert!(peak < (256 + 64) * mib, "zstd 128 MiB window, 1 GiB out: peak {peak} KiB");
+    // libzstd holds one window and one block (about 128 MiB) besides the rest.
+    assert!(peak < (128 + 64) * mib, "zstd 128 MiB window, 1 GiB out: peak {peak} KiB");
     let (peak, outcome) = run("nar-2pow62-file");
     assert!(
         outcome.contains("huge.nar: NAR byte ") && outcome.ends_with("the archive is truncated"),
