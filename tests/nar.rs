@@ -319,16 +319,26 @@ fn serve(root: PathBuf) -> String {
     std::thread::spawn(move || {
         for stream in listener.incoming().take(32) {
             let Ok(mut stream) = stream else { continue };
-            let mut line = String::new();
             let mut reader = BufReader::new(stream.try_clone().unwrap());
-            if reader.read_line(&mut line).is_err() {
-                continue;
-            }
-            loop {
-                let mut header = String::new();
-                if reader.read_line(&mut header).unwrap_or(0) <= 2 {
-                    break;
+            // The request line; headers are read and ignored.
+            let request = |reader: &mut BufReader<_>| -> Option<String> {
+                let mut line = String::new();
+                reader.read_line(&mut line).ok()?;
+                loop {
+                    let mut header = String::new();
+                    if reader.read_line(&mut header).unwrap_or(0) <= 2 {
+                        break;
+                    }
                 }
+                Some(line)
+            };
+            let Some(mut line) = request(&mut reader) else { continue };
+            // As a proxy (HTTP_PROXY pointing here): CONNECT opens a tunnel
+            // to "the cache", which is this server again.
+            if line.starts_with("CONNECT ") {
+                let _ = write!(stream, "HTTP/1.1 200 Connection established\r\n\r\n");
+                let Some(tunnelled) = request(&mut reader) else { continue };
+                line = tunnelled;
             }
             let rel =
                 line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_string();
@@ -898,10 +908,16 @@ const BIN: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
 /// `TMPDIR` the folder `tmp` next to `store`, and checks that the private
 /// folder it unpacks to is gone afterwards.
 fn inspect(store: &Path, args: &[&str]) -> std::process::Output {
+    inspect_with(store, args, &[])
+}
+
+/// [`inspect`] with variables set, e.g. a proxy.
+fn inspect_with(store: &Path, args: &[&str], vars: &[(&str, &str)]) -> std::process::Output {
     let tmp = store.with_file_name("tmp");
     fs::create_dir_all(&tmp).unwrap();
     let out = Command::new(BIN)
         .args(args)
+        .envs(vars.iter().copied())
         .env("NIX_STORE", store)
         .env("TMPDIR", &tmp)
         .env_remove("NIX_LOG_FD")
@@ -1138,6 +1154,30 @@ fn a_cache_audits_like_the_realised_closure() {
             assert!(out.stderr.is_empty(), "no progress line off a terminal: {}", shown(&out));
         }
     }
+
+    // Through a proxy named by HTTP_PROXY (the test server opens CONNECT
+    // tunnels to itself): the cache's host does not exist, so only the proxy
+    // can have served it.
+    let proxy = serve(cache.clone());
+    let args = [
+        "--substituter",
+        "http://binary-cache.invalid",
+        "--trusted-public-key",
+        key,
+        "--closure",
+        "--color",
+        "never",
+        &c.a,
+        &c.c,
+    ];
+    let vars = [("HTTP_PROXY", proxy.as_str())];
+    let out = inspect_with(&c.dir.path().join("no-store"), &args, &vars);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&want_text),
+        "through the proxy: {}",
+        shown(&out)
+    );
 
     // On a terminal (script(1) gives it one): a progress line on stderr,
     // cleared before the report.
