@@ -88,6 +88,9 @@ pub enum NarErrorKind {
         /// What was there, quoted and cut to 40 bytes.
         found: String,
     },
+    /// The stream does not start with the magic string.
+    #[error("not a NAR: it does not start with \"nix-archive-1\"")]
+    NotNar,
     /// A string longer than [`MAX_STRING`].
     #[error("a name, target or token of {0} bytes (at most {MAX_STRING})")]
     TooLong(u64),
@@ -201,7 +204,17 @@ impl<R: Read> NarReader<R> {
         loop {
             match self.state {
                 State::Start => {
-                    self.expect("nix-archive-1", "the NAR magic \"nix-archive-1\"")?;
+                    // Anything else than the magic (a garbage length, the
+                    // wrong string) means the file is no NAR at all: say that,
+                    // not what its first bytes would have meant in one.
+                    let not_nar = || NarError { offset: 0, kind: NarErrorKind::NotNar };
+                    let magic = self.read_string().map_err(|e| match e.kind {
+                        NarErrorKind::TooLong(_) | NarErrorKind::Padding => not_nar(),
+                        _ => e,
+                    })?;
+                    if magic != b"nix-archive-1" {
+                        return Err(not_nar());
+                    }
                     self.state = State::Node;
                 }
                 State::Node => return self.read_node().map(Some),
@@ -584,6 +597,18 @@ fn is_empty_dir(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_that_is_no_nar_says_so() {
+        for bytes in [&b"garbage that is long enough\n"[..], &nar(&[Tok::S("nix-archive-2")])] {
+            let err = NarReader::new(bytes).next_entry().unwrap_err();
+            assert!(matches!(err.kind, NarErrorKind::NotNar), "{err}");
+            assert_eq!(err.offset, 0);
+        }
+        // An empty or cut stream is truncated, not "no NAR".
+        let err = NarReader::new(&b"\x0d\0\0"[..]).next_entry().unwrap_err();
+        assert!(matches!(err.kind, NarErrorKind::Truncated), "{err}");
+    }
     use std::os::unix::fs::PermissionsExt;
 
     /// A NAR writer for tests of the reader's refusals: tokens as given, no
@@ -734,7 +759,7 @@ mod tests {
         assert!(matches!(kind_of(&trailing), NarErrorKind::TrailingData));
         let t = vec![S("nix-archive-1"), S("("), S("type"), S("fifo"), S(")")];
         assert!(matches!(kind_of(&nar(&t)), NarErrorKind::Unexpected { .. }));
-        assert!(matches!(kind_of(&nar(&[S("nix-archive-2")])), NarErrorKind::Unexpected { .. }));
+        assert!(matches!(kind_of(&nar(&[S("nix-archive-2")])), NarErrorKind::NotNar));
         assert!(matches!(kind_of(&nar(&[Raw(vec![1, 2, 3])])), NarErrorKind::Truncated));
     }
 

@@ -241,16 +241,16 @@ fn run_audit(args: &Args) -> anyhow::Result<u8> {
     if cache.is_some() && paths.is_empty() {
         bail!("--substituter needs store paths to audit (try --help)");
     }
-    if cache.as_ref().is_some_and(|c| c.keys.is_empty()) {
-        // Said, not silent: Nix would refuse such paths unless told otherwise.
-        eprintln!(
-            "cuda-elf-inspect: no --trusted-public-key: narinfo signatures are not checked (NarHash and NarSize are)"
-        );
-    }
     let progress = ProgressLine::new(io::stderr().is_terminal());
     let sources =
         sources::prepare(&paths, cache.as_ref(), &policy.store_dir, &|p| progress.show(p))?;
     progress.clear();
+    if cache.as_ref().is_some_and(|c| c.keys.is_empty()) {
+        // Said, not silent: Nix would refuse such paths unless told otherwise.
+        eprintln!(
+            "cuda-elf-inspect: no --trusted-public-key: narinfo signatures were not checked (NarHash and NarSize were)"
+        );
+    }
     let mut policy = policy;
     if let Some(store) = &sources.store_dir {
         policy.store_dir = store.clone();
