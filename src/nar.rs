@@ -444,7 +444,13 @@ impl<R: Read> Read for Contents<'_, R> {
             return Ok(0);
         }
         let want = buf.len().min(usize::try_from(r.content_left).unwrap_or(usize::MAX));
-        let n = r.inner.read(&mut buf[..want])?;
+        // The stream's own failure (a download cut, a decompressor's error)
+        // is named with the NAR offset where it happened, like the others.
+        let n = match r.inner.read(&mut buf[..want]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Err(e),
+            Err(e) => return Err(io::Error::new(e.kind(), r.error(NarErrorKind::Io(e)))),
+        };
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
