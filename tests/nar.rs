@@ -43,6 +43,18 @@ fn nix(dir: &Path, program: &str, args: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
+/// `nix-build` of the expression `expr` in the throwaway store under `dir`
+/// (no sandbox, no substituters): its stdout, the output paths.
+fn nix_build(dir: &Path, expr: &str) -> Vec<u8> {
+    let options = ["sandbox", "false", "substituters", "", "build-users-group", ""];
+    let mut args = vec!["--no-out-link"];
+    for pair in options.chunks(2) {
+        args.extend(["--option", pair[0], pair[1]]);
+    }
+    args.extend(["-E", expr]);
+    nix(dir, "nix-build", &args)
+}
+
 /// A tree with what a NAR must get right: nesting, empty folders and files,
 /// sizes on and off the 8-byte padding, the executable bit, absolute,
 /// relative and dangling links, byte order of names (upper case first), and a
@@ -518,24 +530,7 @@ fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
           leaf = mk "leaf" "none";
           mid = mk "mid" "${leaf}";
       in mk "top" "${mid}""#;
-    let top = nix(
-        d,
-        "nix-build",
-        &[
-            "--no-out-link",
-            "--option",
-            "sandbox",
-            "false",
-            "--option",
-            "substituters",
-            "",
-            "--option",
-            "build-users-group",
-            "",
-            "-E",
-            expr,
-        ],
-    );
+    let top = nix_build(d, expr);
     let top = String::from_utf8(top).unwrap().trim().to_string();
     let (sk, public_key) = keygen(d, "test-1", "test");
     let cache_dir = d.join("cache");
@@ -1006,24 +1001,7 @@ fn build_closure() -> Closure {
         d = d.display(),
         sass = sass_only.display()
     );
-    let built = nix(
-        d,
-        "nix-build",
-        &[
-            "--no-out-link",
-            "--option",
-            "sandbox",
-            "false",
-            "--option",
-            "substituters",
-            "",
-            "--option",
-            "build-users-group",
-            "",
-            "-E",
-            &expr,
-        ],
-    );
+    let built = nix_build(d, &expr);
     let built: Vec<String> =
         String::from_utf8(built).unwrap().lines().map(str::to_string).collect();
     let (a, c) = (built[0].clone(), built[1].clone());
