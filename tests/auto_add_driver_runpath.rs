@@ -614,6 +614,23 @@ fn cuda_library_and_program_keep_their_device_code() {
     assert_eq!(sh(dir, "readelf -W --dyn-syms out/lib/libk.so | grep -c launch").trim(), "1");
 }
 
+/// Nixpkgs' addDriverRunpath setup hook (its driver link substituted) and
+/// autoFixElfFiles, read in place, as (file name, text) for [`real_setup`].
+fn nixpkgs_driver_hooks() -> [(&'static str, String); 2] {
+    let upstream = |p: &str| std::fs::read_to_string(Path::new(nixpkgs()).join(p)).unwrap();
+    [
+        (
+            "add-driver-runpath.sh",
+            upstream("pkgs/by-name/ad/addDriverRunpath/setup-hook.sh")
+                .replace("@driverLink@", "/run/opengl-driver"),
+        ),
+        (
+            "auto-fix-elf-files.sh",
+            upstream("pkgs/by-name/au/autoFixElfFiles/auto-fix-elf-files.sh"),
+        ),
+    ]
+}
+
 /// Runs `run` in Nixpkgs' real setup.sh (tests/upstream/real-setup.bash)
 /// with the files `hooks` (in `dir`) as the stdenv's default hooks, `pre`
 /// before them, the tools in `dir/tools` on PATH, NIX_DEBUG=1 on stderr, and
@@ -658,20 +675,13 @@ fn hook_in_nixpkgs_setup_sh_with_nixpkgs_own_hooks() {
     std::fs::write(dir.join("plain.c"), PLAIN_C).unwrap();
     sh(dir, "set -e; mkdir -p store/o-out/bin store/o-lib/lib build tools/bin; gcc -o store/o-out/bin/p plain.c; gcc -shared -fPIC -o store/o-lib/lib/libp.so plain.c");
     std::os::unix::fs::symlink(tool("patchelf"), dir.join("tools/bin/patchelf")).unwrap();
-    let upstream = |p: &str| std::fs::read_to_string(Path::new(nixpkgs()).join(p)).unwrap();
     let ours = |p: &str| std::fs::read_to_string(root().join(p)).unwrap();
     let hook = ours("hooks/auto-add-driver-runpath.sh");
     assert!(!hook.contains('@'), "the registering hook has no placeholder");
+    let [add_driver, auto_fix] = nixpkgs_driver_hooks();
     let files = [
-        (
-            "add-driver-runpath.sh",
-            upstream("pkgs/by-name/ad/addDriverRunpath/setup-hook.sh")
-                .replace("@driverLink@", "/run/opengl-driver"),
-        ),
-        (
-            "auto-fix-elf-files.sh",
-            upstream("pkgs/by-name/au/autoFixElfFiles/auto-fix-elf-files.sh"),
-        ),
+        add_driver,
+        auto_fix,
         ("hook.sh", hook.clone()),
         ("hook-again.sh", hook),
         (
@@ -751,23 +761,16 @@ fn cuda_compat_hook_in_nixpkgs_setup_sh_registers_like_upstream_and_patches_once
     std::os::unix::fs::symlink(tool("patchelf"), dir.join("tools/bin/patchelf")).unwrap();
     let exe = env!("CARGO_BIN_EXE_auto-add-driver-runpath");
     let compat = "/nix/store/00000000000000000000000000000000-cuda_compat/compat";
-    let upstream = |p: &str| std::fs::read_to_string(Path::new(nixpkgs()).join(p)).unwrap();
     let ours = |p: &str| {
         std::fs::read_to_string(root().join(p))
             .unwrap()
             .replace("@autoAddDriverRunpath@", exe)
             .replace("@libcudaPath@", compat)
     };
+    let [add_driver, auto_fix] = nixpkgs_driver_hooks();
     let files = [
-        (
-            "add-driver-runpath.sh",
-            upstream("pkgs/by-name/ad/addDriverRunpath/setup-hook.sh")
-                .replace("@driverLink@", "/run/opengl-driver"),
-        ),
-        (
-            "auto-fix-elf-files.sh",
-            upstream("pkgs/by-name/au/autoFixElfFiles/auto-fix-elf-files.sh"),
-        ),
+        add_driver,
+        auto_fix,
         ("hook.sh", ours("hooks/auto-add-driver-runpath.sh")),
         ("wrapper.sh", ours("hooks/auto-fix-elf-files-driver-runpath.sh")),
         ("compat.sh", ours("hooks/auto-add-cuda-compat-runpath.sh")),
@@ -1392,11 +1395,10 @@ fn hook_in_a_real_nix_build() {
     let nix_build = tool("nix-build");
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
-    let upstream = |p: &str| std::fs::read_to_string(Path::new(nixpkgs()).join(p)).unwrap();
+    let [(_, add_driver), (_, auto_fix)] = nixpkgs_driver_hooks();
     let hooks = [
-        upstream("pkgs/by-name/ad/addDriverRunpath/setup-hook.sh")
-            .replace("@driverLink@", "/run/opengl-driver"),
-        upstream("pkgs/by-name/au/autoFixElfFiles/auto-fix-elf-files.sh"),
+        add_driver,
+        auto_fix,
         std::fs::read_to_string(root().join("hooks/auto-add-driver-runpath.sh")).unwrap(),
         std::fs::read_to_string(root().join("hooks/auto-fix-elf-files-driver-runpath.sh"))
             .unwrap()

@@ -389,9 +389,9 @@ fn http_cache_reads_like_the_folder() {
     assert_eq!(read_tree(&dest), read_tree(Path::new(&c.store_path)));
 }
 
-/// Rewrites one line of the narinfo.
-fn edit_narinfo(c: &RealCache, field: &str, value: &str) {
-    let text = fs::read_to_string(c.narinfo()).unwrap();
+/// Rewrites the `field` line of a narinfo file.
+fn set_narinfo_field(file: &Path, field: &str, value: &str) {
+    let text = fs::read_to_string(file).unwrap();
     let text: Vec<String> = text
         .lines()
         .map(|l| {
@@ -402,7 +402,12 @@ fn edit_narinfo(c: &RealCache, field: &str, value: &str) {
             }
         })
         .collect();
-    fs::write(c.narinfo(), text.join("\n") + "\n").unwrap();
+    fs::write(file, text.join("\n") + "\n").unwrap();
+}
+
+/// Rewrites one line of the narinfo.
+fn edit_narinfo(c: &RealCache, field: &str, value: &str) {
+    set_narinfo_field(&c.narinfo(), field, value);
 }
 
 fn fetch_error(c: &RealCache, url: &str, keys: bool) -> CacheError {
@@ -1262,19 +1267,7 @@ fn broken_cache_members_fail_by_name_and_the_rest_is_audited() {
     let key = c.public_key.as_str();
     type Break<'a> = (&'a str, &'a str, Box<dyn Fn(&Path) -> Option<String> + 'a>);
     let edit = |cache: &Path, field: &str, value: &str| {
-        let file = c.narinfo(cache, &c.c);
-        let text = fs::read_to_string(&file).unwrap();
-        let text: Vec<String> = text
-            .lines()
-            .map(|l| {
-                if l.starts_with(&format!("{field}: ")) {
-                    format!("{field}: {value}")
-                } else {
-                    l.to_string()
-                }
-            })
-            .collect();
-        fs::write(&file, text.join("\n") + "\n").unwrap();
+        set_narinfo_field(&c.narinfo(cache, &c.c), field, value);
     };
     let cases: Vec<Break> = vec![
         (
