@@ -407,7 +407,10 @@ if want scaling && need_corpus; then
     i=0
     for d in "${corpus_dirs[@]}"; do
       mkdir -p "$twice/$i"
-      cp -rL --reflink=auto "$d" "$twice/$i/"
+      # -H: follow the corpus folder if it is a link, but copy links inside
+      # it as links (the Debian packages hold dangling /usr/share/doc links,
+      # which -L cannot copy, and the audit does not follow them anyway).
+      cp -rH --reflink=auto "$d" "$twice/$i/"
       i=$((i + 1))
     done
     touch "$twice/.done"
