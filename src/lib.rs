@@ -24,30 +24,18 @@
 //! - [`cache`], [`mounts`]: binary caches and NAR files, unpacked and audited under their store names.
 #![deny(missing_docs)]
 
-pub mod atomic;
 pub mod audit;
-pub mod baseline;
 pub mod buildenv;
-pub mod cache;
-pub mod capabilities;
 pub mod cli;
-pub mod decompress;
+pub mod cuda;
 pub mod devicecode;
-pub mod driver;
 pub mod driver_runpath;
 pub mod elf;
 pub mod error;
 pub mod fatbin;
-pub mod finding;
-pub mod hostelf;
+pub mod fs;
 pub mod inspect;
-pub mod linkage;
-pub mod listing;
 pub mod log;
-pub mod mounts;
-pub mod nar;
-pub mod narinfo;
-pub mod readahead;
 pub mod report;
+pub mod store;
 pub mod symlinks;
-pub mod walk;

@@ -19,8 +19,8 @@ use serde::Serialize;
 
 use crate::buildenv::under;
 use crate::error::{describe_io, PathError};
+use crate::fs::walk;
 use crate::log::{Level, Logger, Msg};
-use crate::walk;
 
 /// The policy inputs of the check, as a build provides them.
 #[derive(Debug, Clone)]

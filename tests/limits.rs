@@ -47,7 +47,7 @@ fn section_header_count_cap() {
 fn host_elf_walk_refuses_huge_counts_quickly() {
     let start = Instant::now();
     for count in [1u64 << 16, 1 << 40, u64::MAX] {
-        assert!(nix_cuda_hooks::hostelf::parse(&extended_count(count)).is_err());
+        assert!(nix_cuda_hooks::devicecode::host::parse(&extended_count(count)).is_err());
     }
     assert!(start.elapsed() < Duration::from_secs(1));
 }
@@ -417,7 +417,7 @@ fn grow_block_cap() {
 
 #[test]
 fn archives_inside_archives_are_not_entered() {
-    use nix_cuda_hooks::hostelf::{self, Object};
+    use nix_cuda_hooks::devicecode::host::{self, Object};
     // An object with a (synthetic) .nv_fatbin of 3 entries, in an archive,
     // and that archive as a member of another beside the same object.
     tool("gcc");
@@ -440,12 +440,12 @@ fn archives_inside_archives_are_not_entered() {
         other => panic!("{}", other.format()),
     };
     let inner = std::fs::read(dir.join("inner.a")).unwrap();
-    match hostelf::parse(&inner).unwrap() {
+    match host::parse(&inner).unwrap() {
         Object::Archive(m) => assert_eq!(entries(m[0].object.as_ref().unwrap()), 3),
         other => panic!("{}", other.format()),
     }
     let outer = std::fs::read(dir.join("outer.a")).unwrap();
-    match hostelf::parse(&outer).unwrap() {
+    match host::parse(&outer).unwrap() {
         Object::Archive(m) => {
             assert_eq!(m.len(), 2);
             assert_eq!(entries(m[0].object.as_ref().unwrap()), 3);
@@ -454,7 +454,7 @@ fn archives_inside_archives_are_not_entered() {
         }
         other => panic!("{}", other.format()),
     }
-    assert!(matches!(hostelf::parse_member(&inner), Ok(Object::Other)));
+    assert!(matches!(host::parse_member(&inner), Ok(Object::Other)));
 
     // 100,000 levels of nesting (6.8 MB): read at once, one level, no
     // recursion. Every level adds 68 bytes (magic and member header), so all
@@ -471,7 +471,7 @@ fn archives_inside_archives_are_not_entered() {
     }
     data.extend_from_slice(&outer);
     let start = Instant::now();
-    match hostelf::parse(&data).unwrap() {
+    match host::parse(&data).unwrap() {
         Object::Archive(m) => {
             assert_eq!(m.len(), 1);
             assert!(matches!(m[0].object, Ok(Object::Other)));

@@ -2,8 +2,8 @@
 //! every case must give a clean error that names a file offset, keep what can
 //! still be read, and never panic (the binary is run on them too).
 
+use nix_cuda_hooks::devicecode::host::{self, Object, ReadError};
 use nix_cuda_hooks::fatbin::{self, FatbinError, Kind};
-use nix_cuda_hooks::hostelf::{self, Object, ReadError};
 use nix_cuda_hooks::inspect;
 
 const OURS: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
@@ -208,8 +208,8 @@ fn unknown_kinds_are_kept_but_never_listed() {
     assert!(r.errors.is_empty());
     assert_eq!(r.containers[0].entries[0].kind, Kind::Unknown(7));
     let mut out = Vec::new();
-    let opts = nix_cuda_hooks::listing::ListOptions { elf: true, ptx: true, all: false };
-    let mut l = nix_cuda_hooks::listing::Lister::new(&mut out, opts, b"x.fatbin");
+    let opts = nix_cuda_hooks::inspect::listing::ListOptions { elf: true, ptx: true, all: false };
+    let mut l = nix_cuda_hooks::inspect::listing::Lister::new(&mut out, opts, b"x.fatbin");
     l.region(&r).unwrap();
     assert_eq!(String::from_utf8(out).unwrap(), "ELF file    1: x.1.sm_80.cubin\n");
 }
@@ -240,20 +240,20 @@ fn zero_padding_is_tolerated_and_garbage_is_skipped_with_its_offset() {
 fn nobits_and_out_of_file_sections_are_reported() {
     let fb = good();
     let elf = host_elf(&[(".nv_fatbin", 8, &fb)]);
-    let Ok(Object::Elf(o)) = hostelf::parse(&elf) else { panic!("not read") };
+    let Ok(Object::Elf(o)) = host::parse(&elf) else { panic!("not read") };
     assert_eq!(o.sections.len(), 1);
     assert!(o.sections[0].region.containers.is_empty());
     assert_eq!(o.errors, [ReadError::NoBits { section: ".nv_fatbin" }]);
 
     let mut elf = host_elf(&[("__nv_relfatbin", 1, &fb)]);
-    let Ok(Object::Elf(o)) = hostelf::parse(&elf) else { panic!("not read") };
+    let Ok(Object::Elf(o)) = host::parse(&elf) else { panic!("not read") };
     assert_eq!(o.sections[0].region.containers.len(), 2);
     assert_eq!(o.sections[0].offset, 64);
     // Point the section's size past the end of the file.
     let shoff = u64::from_le_bytes(elf[40..48].try_into().unwrap()) as usize;
     let sh1 = shoff + 64;
     elf[sh1 + 32..sh1 + 40].copy_from_slice(&(1u64 << 40).to_le_bytes());
-    let Ok(Object::Elf(o)) = hostelf::parse(&elf) else { panic!("not read") };
+    let Ok(Object::Elf(o)) = host::parse(&elf) else { panic!("not read") };
     assert!(matches!(o.errors[..], [ReadError::SectionData { section: "__nv_relfatbin", .. }]));
 }
 
@@ -263,7 +263,7 @@ fn missing_section_headers_mean_no_device_code() {
     let mut elf = host_elf(&[(".nv_fatbin", 1, &fb)]);
     elf[40..48].copy_from_slice(&0u64.to_le_bytes()); // e_shoff
     elf[60..64].copy_from_slice(&0u32.to_le_bytes()); // e_shnum, e_shstrndx
-    let Ok(Object::Elf(o)) = hostelf::parse(&elf) else { panic!("not read") };
+    let Ok(Object::Elf(o)) = host::parse(&elf) else { panic!("not read") };
     assert!(o.sections.is_empty());
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("stripped"), &elf).unwrap();
@@ -321,10 +321,11 @@ fn mutated_inputs_never_panic() {
         }
         let mut report = blank_report();
         inspect::inspect_bytes(&data, inspect::Options { deep: true, scan: true }, &mut report);
-        if let Ok(object) = hostelf::parse(&data) {
+        if let Ok(object) = host::parse(&data) {
             let mut out = Vec::new();
-            let opts = nix_cuda_hooks::listing::ListOptions { elf: true, ptx: true, all: true };
-            nix_cuda_hooks::listing::Lister::new(&mut out, opts, b"f")
+            let opts =
+                nix_cuda_hooks::inspect::listing::ListOptions { elf: true, ptx: true, all: true };
+            nix_cuda_hooks::inspect::listing::Lister::new(&mut out, opts, b"f")
                 .object(&object, b"/f")
                 .unwrap();
         }

@@ -11,8 +11,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nix_cuda_hooks::nar::{EntryKind, NarReader};
-use nix_cuda_hooks::narinfo::{Compression, NarInfo, PublicKey, Sha256};
+use nix_cuda_hooks::store::nar::{EntryKind, NarReader};
+use nix_cuda_hooks::store::narinfo::{Compression, NarInfo, PublicKey, Sha256};
 use sha2::Digest;
 
 /// A Nix command (Nix >= 2.18 from `make tools`, never the host's) with a
@@ -224,7 +224,7 @@ impl<R: Read> Read for HashingReader<R> {
 
 // ---- the cache client ------------------------------------------------------
 
-use nix_cuda_hooks::cache::{Cache, CacheError};
+use nix_cuda_hooks::store::cache::{Cache, CacheError};
 
 /// A real binary cache written by `nix copy` with `compression`, signed.
 struct RealCache {
@@ -280,7 +280,7 @@ impl RealCache {
         let base = Path::new(&self.store_path).file_name().unwrap().to_str().unwrap();
         self.cache.join(format!("{}.narinfo", &base[..32]))
     }
-    fn keys(&self) -> Vec<nix_cuda_hooks::narinfo::PublicKey> {
+    fn keys(&self) -> Vec<nix_cuda_hooks::store::narinfo::PublicKey> {
         vec![PublicKey::parse(&self.public_key).unwrap()]
     }
     fn open(&self, url: &str) -> Cache {
@@ -513,12 +513,12 @@ fn local_nar_files_are_read_by_their_extension() {
     let nar = dir.path().join("x.nar");
     fs::write(&nar, &dump).unwrap();
     let dest = dir.path().join("out");
-    nix_cuda_hooks::cache::unpack_file(&nar, &dest, &keep_all).unwrap();
+    nix_cuda_hooks::store::cache::unpack_file(&nar, &dest, &keep_all).unwrap();
     assert_eq!(read_tree(&dest), read_tree(&tree));
     let odd = dir.path().join("x.nar.lz4");
     fs::write(&odd, &dump).unwrap();
-    let err =
-        nix_cuda_hooks::cache::unpack_file(&odd, &dir.path().join("out2"), &keep_all).unwrap_err();
+    let err = nix_cuda_hooks::store::cache::unpack_file(&odd, &dir.path().join("out2"), &keep_all)
+        .unwrap_err();
     assert!(err.to_string().contains("x.nar.lz4"), "{err}");
 }
 
@@ -551,7 +551,7 @@ fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
     let key = PublicKey::parse(&public_key).unwrap();
     let cache = Cache::open(&format!("file://{}", cache_dir.display()), vec![key]).unwrap();
     let count = std::sync::atomic::AtomicUsize::new(0);
-    let done = |_: &str, _: &Result<nix_cuda_hooks::cache::Fetched, CacheError>| {
+    let done = |_: &str, _: &Result<nix_cuda_hooks::store::cache::Fetched, CacheError>| {
         count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     };
     let out = d.join("out");
@@ -624,7 +624,7 @@ fn xz_dictionary(xz: &[u8]) -> u64 {
 
 #[test]
 fn every_level_nix_copy_writes_decodes_within_the_decoder_bound() {
-    use nix_cuda_hooks::decompress::MAX_WINDOW;
+    use nix_cuda_hooks::store::decompress::MAX_WINDOW;
     let dir = nix_dir();
     let d = dir.path();
     let tree = d.join("tree");
@@ -767,7 +767,7 @@ fn hostile_nar_files_are_refused_in_bounded_memory() {
             other => panic!("unknown case {other}"),
         };
         let dest = dir.path().join("out");
-        let result = nix_cuda_hooks::cache::unpack_file(&file, &dest, &|_| false);
+        let result = nix_cuda_hooks::store::cache::unpack_file(&file, &dest, &|_| false);
         println!("rss-child peak={}", peak_rss_kib());
         match result {
             Ok(u) => println!("rss-child ok skipped={}", u.left_out),

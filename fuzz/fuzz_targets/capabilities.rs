@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nix_cuda_hooks::capabilities::{self, Capability, CudaVersion};
+use nix_cuda_hooks::cuda::capabilities::{self, Capability, CudaVersion};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };

@@ -10,14 +10,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use libfuzzer_sys::fuzz_target;
-use nix_cuda_hooks::finding::{CheckId, Finding, Subject};
+use nix_cuda_hooks::audit::finding::{CheckId, Finding, Subject};
 use nix_cuda_hooks::report::{self, github, sarif, Report};
 use nix_cuda_hooks::symlinks::{LinkRecord, Verdict};
 
 /// Per-file facts as the emitters see them: only a path.
 #[derive(serde::Serialize)]
 struct Facts {
-    #[serde(serialize_with = "nix_cuda_hooks::finding::ser_lossy_path")]
+    #[serde(serialize_with = "nix_cuda_hooks::audit::finding::ser_lossy_path")]
     path: PathBuf,
 }
 

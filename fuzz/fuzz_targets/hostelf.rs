@@ -4,18 +4,18 @@
 
 use libfuzzer_sys::fuzz_target;
 use nix_cuda_hooks::elf::{classify, Elf};
-use nix_cuda_hooks::hostelf::{self, Object};
+use nix_cuda_hooks::devicecode::host::{self, Object};
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(Object::Archive(members)) = hostelf::parse(data) {
+    if let Ok(Object::Archive(members)) = host::parse(data) {
         for m in &members {
             if let Ok(o) = &m.object {
                 let _ = o.format();
             }
-            let _ = hostelf::thin_member_path(std::path::Path::new("/a/lib.a"), m.name);
+            let _ = host::thin_member_path(std::path::Path::new("/a/lib.a"), m.name);
         }
     }
-    let _ = hostelf::parse_member(data);
+    let _ = host::parse_member(data);
     if let Ok(elf) = Elf::parse(data) {
         let _ = classify::classify(&elf);
         if let Ok(Some(d)) = elf.dynamic() {

@@ -10,9 +10,9 @@ use std::io::Read;
 use std::path::Component;
 
 use libfuzzer_sys::fuzz_target;
-use nix_cuda_hooks::decompress::decompressor;
-use nix_cuda_hooks::nar::{EntryKind, NarReader, MAX_DEPTH};
-use nix_cuda_hooks::narinfo::{Compression, NarInfo};
+use nix_cuda_hooks::store::decompress::decompressor;
+use nix_cuda_hooks::store::nar::{EntryKind, NarReader, MAX_DEPTH};
+use nix_cuda_hooks::store::narinfo::{Compression, NarInfo};
 
 fuzz_target!(|data: &[u8]| {
     let mut reader = NarReader::new(data);

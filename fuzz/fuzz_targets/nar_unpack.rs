@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use libfuzzer_sys::fuzz_target;
-use nix_cuda_hooks::nar::{self, EntryKind, NarReader};
+use nix_cuda_hooks::store::nar::{self, EntryKind, NarReader};
 
 const SENTINEL: &[u8] = b"must stay as it is";
 

@@ -6,7 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use nix_cuda_hooks::fatbin;
-use nix_cuda_hooks::{hostelf, inspect, listing};
+use nix_cuda_hooks::devicecode::host;
+use nix_cuda_hooks::inspect::{self, listing};
 
 fuzz_target!(|data: &[u8]| {
     let region = fatbin::parse_region(data, 0);
@@ -18,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = fatbin::scan(data, 0, &[]);
-    if let Ok(object) = hostelf::parse(data) {
+    if let Ok(object) = host::parse(data) {
         let mut out = Vec::new();
         let options = listing::ListOptions { elf: true, ptx: true, all: true };
         let _ = listing::Lister::new(&mut out, options, b"fuzz").object(&object, b"/fuzz");

@@ -1,5 +1,5 @@
 //! The audit's checks, one function per concern, each producing findings of
-//! the ids in [`crate::finding::CHECKS`]. They read facts only; reading files
+//! the ids in [`crate::audit::finding::CHECKS`]. They read facts only; reading files
 //! happens in [`super::audit_file`].
 
 use std::path::{Path, PathBuf};
@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 use super::dynamic::DynamicFacts;
 use super::runtime::Runtime;
 use super::{DriverVerdict, Policy};
-use crate::capabilities::{coverage, Capability, CodeKind, Runs, Variant};
+use crate::audit::finding::{CheckId, Finding, Subject};
+use crate::audit::linkage::{sysroot_lib_dirs, Resolution, SearchInput};
+use crate::cuda::capabilities::{coverage, Capability, CodeKind, Runs, Variant};
+use crate::cuda::driver::{Driver, PtxVerdict, RuntimeVerdict};
 use crate::devicecode::model::capability;
 use crate::devicecode::model::PtxIsa;
 use crate::devicecode::DeviceCode;
-use crate::driver::{Driver, PtxVerdict, RuntimeVerdict};
 use crate::elf::machine::Target;
-use crate::finding::{CheckId, Finding, Subject};
-use crate::linkage::{sysroot_lib_dirs, Resolution, SearchInput};
 
 /// RUNPATH/RPATH checks: stubs, driver folder, build folder, empty entries,
 /// RPATH instead of RUNPATH, static cudart.
@@ -193,7 +193,7 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
 }
 
 /// The one finding for a file's NEEDED libraries searched in store paths
-/// that were not read (see [`crate::mounts::Located::Unfetched`]).
+/// that were not read (see [`crate::store::mounts::Located::Unfetched`]).
 fn not_fetched(path: &Path, undecided: &[(&str, Vec<PathBuf>)]) -> Finding {
     let names: Vec<&str> = undecided.iter().map(|(n, _)| *n).collect();
     let parts: Vec<String> = undecided
@@ -370,7 +370,7 @@ fn compat_hint(cuda: &str) -> String {
 }
 
 /// The highest PTX ISA version of the architecture `code` targets.
-pub fn isa_of(dev: &DeviceCode, code: &crate::capabilities::Code) -> Option<PtxIsa> {
+pub fn isa_of(dev: &DeviceCode, code: &crate::cuda::capabilities::Code) -> Option<PtxIsa> {
     dev.archs
         .iter()
         .find(|(a, _)| capability(**a) == Some(code.target))
@@ -479,7 +479,7 @@ pub fn driver(
         }
     };
     for cap in caps {
-        let Some((Runs::Jit, code)) = crate::capabilities::covering(&codes, cap) else {
+        let Some((Runs::Jit, code)) = crate::cuda::capabilities::covering(&codes, cap) else {
             continue;
         };
         let isa = isa_of(dev, &code);
@@ -559,11 +559,11 @@ pub fn jetson(
 ) {
     const EM_AARCH64: u16 = 183;
     let is_jetson = |c: Capability| {
-        crate::capabilities::info(c)
-            .or_else(|| crate::capabilities::info(c.device()))
+        crate::cuda::capabilities::info(c)
+            .or_else(|| crate::cuda::capabilities::info(c.device()))
             .map(|i| i.jetson)
     };
-    let name = |c: &crate::capabilities::Code| {
+    let name = |c: &crate::cuda::capabilities::Code| {
         let prefix = if c.kind == CodeKind::Sass { "sm" } else { "compute" };
         format!("{prefix}_{}{}", c.target.sm(), c.target.variant.suffix())
     };
@@ -618,7 +618,7 @@ mod tests {
     //! no file (issue 14). The end-to-end tests (tests/audit.rs) run the same
     //! checks on real builds.
     use super::*;
-    use crate::capabilities::parse_list;
+    use crate::cuda::capabilities::parse_list;
     use crate::devicecode::{Ptx, Sass};
     use crate::fatbin::{Arch, Variant};
 
@@ -733,7 +733,7 @@ mod tests {
             if let Some(f) = out.first() {
                 assert_eq!(
                     f.subject,
-                    crate::finding::Subject::Library("libnowhere-issue14.so".into())
+                    crate::audit::finding::Subject::Library("libnowhere-issue14.so".into())
                 );
             }
         }
@@ -741,7 +741,7 @@ mod tests {
 
     #[test]
     fn needed_checks_through_mounts() {
-        use crate::mounts::{Mount, Mounts};
+        use crate::store::mounts::{Mount, Mounts};
         // Store path aaa-a fetched (its lib folder holds liba.so.1), bbb-b not.
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("lib")).unwrap();
@@ -754,10 +754,9 @@ mod tests {
             Mount { logical: "/s/aaa-a".into(), local: dir.path().to_path_buf(), in_store: true };
         let mut p = policy(None, true);
         p.store_dir = "/s".into();
-        p.resolver = std::sync::Arc::new(crate::linkage::Resolver::with_mounts(Mounts::of_cache(
-            vec![mount],
-            "/s".into(),
-        )));
+        p.resolver = std::sync::Arc::new(crate::audit::linkage::Resolver::with_mounts(
+            Mounts::of_cache(vec![mount], "/s".into()),
+        ));
         let file = Path::new("/s/aaa-a/lib/a.so");
         let cases: Vec<(&str, DynamicFacts, Vec<&str>)> = vec![
             (
@@ -854,7 +853,7 @@ mod tests {
 
     #[test]
     fn driver_checks_over_made_up_files() {
-        use crate::capabilities::CudaVersion;
+        use crate::cuda::capabilities::CudaVersion;
         use crate::devicecode::model::PtxIsa;
         use Variant::Base as B;
         let isa = |major, minor| PtxIsa { major, minor };

@@ -74,8 +74,8 @@ pub fn facts(data: &[u8], release: &(dyn Fn(&[u8]) + Sync)) -> Result<DynamicFac
         s.size > 0
             && s.sh_type != crate::elf::SHT_NOBITS
             && elf.section_name(s).is_some_and(|n| {
-                n == crate::hostelf::NV_FATBIN.as_bytes()
-                    || n == crate::hostelf::NV_RELFATBIN.as_bytes()
+                n == crate::devicecode::host::NV_FATBIN.as_bytes()
+                    || n == crate::devicecode::host::NV_RELFATBIN.as_bytes()
             })
     });
     let mut pie_flag = false;

@@ -8,8 +8,11 @@
 //! device code is the one model of [`crate::devicecode`], containers outside
 //! the fatbin sections included.
 
+pub mod baseline;
 pub mod checks;
 pub mod dynamic;
+pub mod finding;
+pub mod linkage;
 pub mod policy;
 pub mod runtime;
 pub mod sources;
@@ -19,11 +22,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::capabilities::Request;
+use crate::audit::finding::Finding;
+use crate::cuda::capabilities::Request;
+use crate::devicecode::host::{self, Object};
 use crate::devicecode::{self, Depth, DeviceCode, Scan};
-use crate::finding::Finding;
-use crate::hostelf::{self, Object};
-use crate::walk;
+use crate::fs::walk;
 
 /// What the audit checks against.
 #[derive(Debug, Clone)]
@@ -51,10 +54,10 @@ pub struct Policy {
     pub scan: bool,
     /// `--driver-version` / `--driver-cuda`: the driver the files must run
     /// on (runtime and PTX JIT checks, coverage verdicts); `None`: no checks.
-    pub driver: Option<crate::driver::Driver>,
+    pub driver: Option<crate::cuda::driver::Driver>,
     /// Library resolution, shared by the files of a run (it remembers what
     /// it has probed).
-    pub resolver: std::sync::Arc<crate::linkage::Resolver>,
+    pub resolver: std::sync::Arc<crate::audit::linkage::Resolver>,
 }
 
 /// Everything the audit learned about one file.
@@ -91,7 +94,7 @@ pub struct Coverage {
     /// The requested capability (`9.0`).
     pub capability: String,
     /// `native` (SASS), `jit` (PTX only) or `no`.
-    pub runs: crate::capabilities::Runs,
+    pub runs: crate::cuda::capabilities::Runs,
     /// The code the driver would pick (`sm_90a`, `compute_80`), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
@@ -131,7 +134,7 @@ pub fn coverage(
     let codes = dev.codes();
     req.capabilities
         .iter()
-        .map(|c| match crate::capabilities::covering(&codes, *c) {
+        .map(|c| match crate::cuda::capabilities::covering(&codes, *c) {
             Some((runs, code)) => {
                 let mut cov = Coverage {
                     capability: c.to_string(),
@@ -142,7 +145,7 @@ pub fn coverage(
                 };
                 if let Some(driver) = &policy.driver {
                     let isa = checks::isa_of(dev, &code);
-                    if runs == crate::capabilities::Runs::Jit {
+                    if runs == crate::cuda::capabilities::Runs::Jit {
                         cov.ptx_isa = isa.map(|i| i.to_string());
                     }
                     cov.driver = Some(checks::verdict(driver, runs, isa, runtime));
@@ -151,7 +154,7 @@ pub fn coverage(
             }
             None => Coverage {
                 capability: c.to_string(),
-                runs: crate::capabilities::Runs::No,
+                runs: crate::cuda::capabilities::Runs::No,
                 code: None,
                 ptx_isa: None,
                 driver: None,
@@ -180,7 +183,7 @@ pub fn interesting(head: &[u8]) -> bool {
 /// Reads the first bytes of a file; `Ok(false)` for files not worth mapping.
 fn sniff(path: &Path) -> std::io::Result<bool> {
     let mut head = [0u8; 8];
-    let mut f = hostelf::open_nonblocking(path)?;
+    let mut f = host::open_nonblocking(path)?;
     if !f.metadata()?.is_file() {
         return Ok(false);
     }
@@ -201,7 +204,7 @@ pub fn audit_file(
 
 /// [`audit_file`] for a file read at `local` that stands for `path`: a
 /// store path's file unpacked from a cache or a NAR (see
-/// [`crate::mounts`]). Every decision uses `path`; only the bytes come
+/// [`crate::store::mounts`]). Every decision uses `path`; only the bytes come
 /// from `local`.
 pub fn audit_file_at(
     local: &Path,
@@ -214,7 +217,7 @@ pub fn audit_file_at(
     if !sniff(local).map_err(describe)? {
         return Ok(None);
     }
-    let data = hostelf::map(local).map_err(describe)?;
+    let data = host::map(local).map_err(describe)?;
     let mut facts = FileFacts {
         path: path.to_path_buf(),
         format: "other",
@@ -226,7 +229,7 @@ pub fn audit_file_at(
         runtime: None,
     };
     // Pages are dropped from the resident set as soon as they are read, so
-    // memory stays flat whatever the file size (see hostelf::Mapped::release).
+    // memory stays flat whatever the file size (see host::Mapped::release).
     let release = |part: &[u8]| data.release(part);
     // The fatbin walk and the loader facts (whose static-cudart scan reads
     // megabytes of .rodata) run side by side: in cuBLASLt each is several
@@ -234,7 +237,7 @@ pub fn audit_file_at(
     let is_elf = data.starts_with(b"\x7fELF");
     let (parsed, dynamic) = rayon::join(
         || {
-            let object = hostelf::parse_with(&data, &mut |p| data.release(p))
+            let object = host::parse_with(&data, &mut |p| data.release(p))
                 .map_err(|e| format!("{}: {e}", shown.display()))?;
             let scan = if policy.scan { Scan::Full } else { Scan::Probe };
             let read =
@@ -297,7 +300,7 @@ fn runtime_note(
     data: &[u8],
     sections: &[(u64, u64)],
     release: &dyn Fn(&[u8]),
-) -> Option<crate::capabilities::CudaVersion> {
+) -> Option<crate::cuda::capabilities::CudaVersion> {
     sections.iter().find_map(|&(offset, size)| {
         let start = usize::try_from(offset).ok()?;
         let end = start.saturating_add(usize::try_from(size).ok()?);
@@ -336,7 +339,7 @@ pub enum Root {
     /// `mount.logical` (the policy's resolver must hold the same mounts).
     Mounted {
         /// Where it is and what it stands for.
-        mount: crate::mounts::Mount,
+        mount: crate::store::mounts::Mount,
         /// Its name in baseline locations (the store name without the hash).
         name: String,
     },
@@ -354,7 +357,7 @@ pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
     // real name (a `result` link's target, `.` made a name).
     let root_name = |real: &Path| -> String {
         let name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        crate::finding::strip_store_hash(&name).to_string()
+        crate::audit::finding::strip_store_hash(&name).to_string()
     };
     for root in roots {
         let path = match root {

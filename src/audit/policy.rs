@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use super::Policy;
 use crate::buildenv::BuildEnv;
-use crate::capabilities::{self, CapError, CudaVersion};
+use crate::cuda::capabilities::{self, CapError, CudaVersion};
 
 /// The command line's part of the policy (`None`: not given).
 #[derive(Debug, Clone, Default)]
@@ -44,7 +44,7 @@ pub enum PolicyError {
     Capabilities(#[from] CapError),
     /// `--driver-version`: bad syntax or a branch the table does not know.
     #[error("--driver-version: {0}")]
-    Driver(#[from] crate::driver::DriverError),
+    Driver(#[from] crate::cuda::driver::DriverError),
     /// `--driver-cuda` is not `X.Y`.
     #[error("--driver-cuda {0}: expected X.Y (what nvidia-smi prints as \"CUDA Version\")")]
     DriverCuda(String),
@@ -82,8 +82,8 @@ pub fn from_flags(flags: &Flags, env: &BuildEnv) -> Result<Policy, PolicyError> 
         env.attr("cudaForwardCompat").is_none_or(|v| forward_compat_value(&v.to_string_lossy()))
     });
     let driver = match (&flags.driver_version, &flags.driver_cuda) {
-        (Some(v), _) => Some(crate::driver::Driver::from_version(v)?),
-        (None, Some(c)) => Some(crate::driver::Driver::from_cuda(
+        (Some(v), _) => Some(crate::cuda::driver::Driver::from_version(v)?),
+        (None, Some(c)) => Some(crate::cuda::driver::Driver::from_cuda(
             CudaVersion::parse(c)
                 .filter(|_| c.trim().split('.').count() == 2)
                 .ok_or_else(|| PolicyError::DriverCuda(c.clone()))?,

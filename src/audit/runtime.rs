@@ -20,7 +20,7 @@
 use serde::Serialize;
 
 use super::dynamic::DynamicFacts;
-use crate::capabilities::CudaVersion;
+use crate::cuda::capabilities::CudaVersion;
 use crate::devicecode::DeviceCode;
 
 /// The runtime a file needs.
@@ -99,7 +99,7 @@ pub fn of(
         return None;
     }
     let isa = dev.and_then(|dev| dev.ptx_isa().into_values().max());
-    if let Some(v) = isa.and_then(|i| crate::driver::ptx_needs((i.major, i.minor))) {
+    if let Some(v) = isa.and_then(|i| crate::cuda::driver::ptx_needs((i.major, i.minor))) {
         return Some(Runtime::Static { version: Some(v), from: Some(Source::PtxIsa) });
     }
     match note() {

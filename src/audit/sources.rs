@@ -3,7 +3,7 @@
 //! with `--substituter` store paths fetched from a binary cache (with
 //! `--closure`, everything they refer to). Unpacked store paths become
 //! [`Mount`]s, so the audit reports and decides under their store names
-//! (see [`crate::mounts`]).
+//! (see [`crate::store::mounts`]).
 //!
 //! Only object files reach the disk (the keep-filter is
 //! [`super::interesting`] on a file's first bytes): documentation, headers
@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::Root;
-use crate::cache::{self, Cache, CacheError, Fetched};
-use crate::finding::strip_store_hash;
-use crate::mounts::{Mount, Mounts};
-use crate::narinfo::{NarInfoError, PublicKey};
+use crate::audit::finding::strip_store_hash;
+use crate::store::cache::{self, Cache, CacheError, Fetched};
+use crate::store::mounts::{Mount, Mounts};
+use crate::store::narinfo::{NarInfoError, PublicKey};
 
 /// `--substituter` and what goes with it.
 #[derive(Debug, Clone, Default)]

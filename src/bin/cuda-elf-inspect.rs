@@ -21,13 +21,13 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use nix_cuda_hooks::audit::baseline::Baseline;
+use nix_cuda_hooks::audit::linkage::Resolver;
 use nix_cuda_hooks::audit::{self, policy, sources};
-use nix_cuda_hooks::baseline::Baseline;
 use nix_cuda_hooks::buildenv::BuildEnv;
 use nix_cuda_hooks::cli::{self, EXIT_FAILURE, EXIT_OK};
 use nix_cuda_hooks::inspect;
-use nix_cuda_hooks::linkage::Resolver;
-use nix_cuda_hooks::listing::{self, ListOptions};
+use nix_cuda_hooks::inspect::listing::{self, ListOptions};
 use nix_cuda_hooks::log::{Logger, Msg};
 use nix_cuda_hooks::report::{self, Color, Format, Report};
 

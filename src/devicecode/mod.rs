@@ -5,9 +5,10 @@
 //! a thin archive's, raw fatbins, bare cubins, containers outside the
 //! sections) and [`model`] says per architecture what exists. `--summary`
 //! ([`crate::inspect`]) and the audit ([`crate::audit`]) both read files
-//! through here; the cuobjdump listing ([`crate::listing`]) reads the
+//! through here; the cuobjdump listing ([`crate::inspect::listing`]) reads the
 //! same parsed object in cuobjdump's own order.
 
+pub mod host;
 pub mod model;
 pub mod traverse;
 
@@ -15,8 +16,8 @@ use std::path::Path;
 
 pub use model::{ArchCode, Depth, DeviceCode, Ptx, Sass};
 
+use crate::devicecode::host::Object;
 use crate::fatbin::codec;
-use crate::hostelf::Object;
 
 /// What reading a file's device code found: the model and the damage met
 /// (sentences naming the member and section).
@@ -44,7 +45,7 @@ pub enum Scan {
 /// Builds the model of a parsed file. `data` is the whole file (for the
 /// container scan), `path` its path (a thin archive's members are read
 /// from the files next to it). `release` is told which bytes of `data` are
-/// read (see [`crate::hostelf::Mapped::release`]).
+/// read (see [`crate::devicecode::host::Mapped::release`]).
 pub fn read<'a>(
     data: &'a [u8],
     object: &Object<'a>,

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::traverse::Leaf;
-use crate::capabilities::{Capability, Code, CodeKind};
+use crate::cuda::capabilities::{Capability, Code, CodeKind};
 use crate::fatbin::{codec, cubin, Arch, Entry, Kind, Payload};
 
 /// Cubins larger than this (decompressed) are code, not link stubs: nvlink's
@@ -57,7 +57,7 @@ pub enum Ptx {
 /// header's major and minor fields: the same number as the PTX text's
 /// `.version` directive (cuobjdump's `-ptx` prints both), read without
 /// decompressing the text. A driver JIT-compiles PTX only up to its own CUDA
-/// version's ISA ([`crate::driver::Driver::jits_ptx`]).
+/// version's ISA ([`crate::cuda::driver::Driver::jits_ptx`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PtxIsa {
     /// Major (`9`).

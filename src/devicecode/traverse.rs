@@ -7,9 +7,9 @@
 
 use std::path::Path;
 
+use crate::devicecode::host::{self, FatbinSection, Object, ReadError};
 use crate::fatbin::cubin::{CubinError, CubinInfo};
 use crate::fatbin::{Container, Entry, Kind, Region};
-use crate::hostelf::{self, FatbinSection, Object, ReadError};
 
 /// What the walk meets, in file order.
 #[derive(Debug)]
@@ -106,9 +106,9 @@ pub fn for_each_unit(object: &Object<'_>, path: Option<&Path>, unit: &mut UnitFn
     unit(None, Ok(object));
     let (Object::Archive(members), Some(archive)) = (object, path) else { return };
     for m in members.iter().filter(|m| m.thin) {
-        let file = hostelf::thin_member_path(archive, m.name);
-        match hostelf::map(&file) {
-            Ok(bytes) => match hostelf::parse_member(&bytes) {
+        let file = host::thin_member_path(archive, m.name);
+        match host::map(&file) {
+            Ok(bytes) => match host::parse_member(&bytes) {
                 Ok(inner) => unit(Some(m.name), Ok(&inner)),
                 Err(e) => unit(Some(m.name), Err(e.to_string())),
             },

@@ -1,7 +1,7 @@
 //! The device-code (fatbin) reader: containers, entries, codecs, a look
 //! inside cubins and PTX. It takes bytes and returns types: no file I/O, no
-//! knowledge of host objects (those are [`crate::hostelf`]'s; the
-//! cuobjdump-compatible listing is [`crate::listing`]).
+//! knowledge of host objects (those are [`crate::devicecode::host`]'s; the
+//! cuobjdump-compatible listing is [`crate::inspect::listing`]).
 //!
 //! A fatbin is a sequence of containers; each holds entries (PTX, ELF cubins,
 //! LTO-IR, `--concat` bundles). Listing needs only the headers, which are
@@ -97,7 +97,7 @@ impl serde::Serialize for Kind {
 
 /// The suffix of a target: none, `a` (architecture-specific) or `f`
 /// (family-specific). One type for fatbin entries, cubins and capabilities
-/// (`crate::capabilities` re-exports it); ordered as Nix's `compareVersions`
+/// (`crate::cuda::capabilities` re-exports it); ordered as Nix's `compareVersions`
 /// orders the suffixes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::Report;
-use crate::finding::Severity;
+use crate::audit::finding::Severity;
 use crate::log::{Level, Logger, Msg};
 
 /// Logs every finding and failure of `report`, then the totals.

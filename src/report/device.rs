@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use super::{sanitize, Report};
 use crate::audit::FileFacts;
-use crate::capabilities::Runs;
+use crate::cuda::capabilities::Runs;
 
 /// Writes the headed `device code:` section (nothing when no file has any).
 pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> {

@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::{Report, TOOL};
-use crate::finding::Severity;
+use crate::audit::finding::Severity;
 
 /// Annotations GitHub displays per level and step.
 pub const LIMIT_PER_LEVEL: usize = 10;
@@ -106,15 +106,15 @@ mod tests {
     fn report(errors: usize, infos: usize, failures: usize) -> Report<()> {
         let mut findings = Vec::new();
         for i in 0..errors {
-            findings.push(crate::finding::Finding::new(
-                crate::finding::CheckId::UnresolvedNeeded,
+            findings.push(crate::audit::finding::Finding::new(
+                crate::audit::finding::CheckId::UnresolvedNeeded,
                 format!("/e{i}"),
                 "m",
             ));
         }
         for i in 0..infos {
-            findings.push(crate::finding::Finding::new(
-                crate::finding::CheckId::UnrequestedArch,
+            findings.push(crate::audit::finding::Finding::new(
+                crate::audit::finding::CheckId::UnrequestedArch,
                 format!("/i{i}"),
                 "m",
             ));

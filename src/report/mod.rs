@@ -15,7 +15,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::finding::{Finding, Severity};
+use crate::audit::finding::{Finding, Severity};
 
 /// Report format of the audit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{Report, TOOL};
-use crate::finding::{CheckId, Severity};
+use crate::audit::finding::{CheckId, Severity};
 
 fn level(sev: Severity) -> &'static str {
     match sev {

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::{sanitize, Report};
-use crate::finding::{CheckId, Finding, Severity, Subject};
+use crate::audit::finding::{CheckId, Finding, Severity, Subject};
 
 /// Writes findings grouped by file, each with its why and fix, then a summary.
 pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool) -> io::Result<()> {

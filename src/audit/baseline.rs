@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::finding::Finding;
+use crate::audit::finding::Finding;
 
 /// The on-disk format (JSON, sorted, stable across runs).
 #[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -102,7 +102,7 @@ impl Baseline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finding::{CheckId, Subject};
+    use crate::audit::finding::{CheckId, Subject};
 
     #[test]
     fn round_trip_hides_known_and_keeps_new() {

@@ -1,20 +1,22 @@
-//! The per-file report of `cuda-elf-inspect`'s default mode: everything the
-//! reader knows about a file's device code, as data (`Serialize`, the JSON
-//! schema in `docs/cuda-elf-inspect.md`) and as a short human summary.
+//! `cuda-elf-inspect --summary`: everything the reader knows about a file's
+//! device code (entries, codecs, sizes), as data (`Serialize`, the JSON
+//! schema in `docs/cuda-elf-inspect.md`) and as a short human summary; and,
+//! in [`listing`], cuobjdump's `--list-elf`/`--list-ptx` byte for byte.
 //!
-//! The audit (issue 5) builds on [`FileReport`]: its checks read
-//! [`Summary`] (architectures with real SASS, PTX, link stubs only) and the
-//! entries, and add their findings next to it.
+//! The audit reads the same [`crate::devicecode`] model; this module is the
+//! view of it that lists rather than judges.
+
+pub mod listing;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use crate::devicecode::host::{self, Object};
 use crate::devicecode::model::ptx_has_entry;
 use crate::devicecode::model::PtxIsa;
 use crate::devicecode::traverse::{self, Part};
 use crate::devicecode::{DeviceCode, Ptx, Sass};
 use crate::fatbin::{codec, cubin, Arch, Codec, Container, Entry, FatbinError, Kind, Region};
-use crate::hostelf::{self, Object};
 
 /// How much to read.
 #[derive(Debug, Clone, Copy, Default)]
@@ -187,7 +189,7 @@ impl FileReport {
 /// Reads and reports one file.
 pub fn inspect_path(path: &Path, options: Options) -> FileReport {
     let mut report = FileReport::new(path.to_string_lossy().into_owned());
-    let data = match hostelf::map(path) {
+    let data = match host::map(path) {
         Ok(d) => d,
         Err(e) => {
             report.errors.push(crate::error::describe_io(&e));
@@ -206,7 +208,7 @@ pub fn inspect_bytes(data: &[u8], options: Options, report: &mut FileReport) {
 
 /// [`inspect_bytes`], calling `release` with the bytes it is done reading
 /// (headers walked, payloads decoded) so that a memory-mapped caller keeps
-/// its resident memory independent of the file size ([`hostelf::Mapped::release`]).
+/// its resident memory independent of the file size ([`host::Mapped::release`]).
 /// `thin_base` is the file's path when it is one: a thin archive's members
 /// are read from the files next to it (their offsets are then in those files).
 /// The walk is the device-code model's ([`traverse`]).
@@ -217,7 +219,7 @@ pub fn inspect_bytes_with(
     release: &(dyn Fn(&[u8]) + Sync),
     thin_base: Option<&Path>,
 ) {
-    match hostelf::parse_with(data, &mut |part| release(part)) {
+    match host::parse_with(data, &mut |part| release(part)) {
         Ok(object) => {
             report.format = object.format();
             let budget = codec::Budget::per_file();
@@ -524,14 +526,15 @@ pub fn inspect_paths(
             Ok(rel) if root != *path => path.join(rel),
             _ => p.to_path_buf(),
         };
-        let walked = crate::walk::walk(&root, &crate::walk::Options::default(), |p, kind| {
-            if !kind.file_type.is_file() {
-                return None;
-            }
-            let mut r = inspect_path(p, options);
-            r.path = shown(p).to_string_lossy().into_owned();
-            (r.device_code || !r.errors.is_empty() && r.format != "other").then_some(r)
-        });
+        let walked =
+            crate::fs::walk::walk(&root, &crate::fs::walk::Options::default(), |p, kind| {
+                if !kind.file_type.is_file() {
+                    return None;
+                }
+                let mut r = inspect_path(p, options);
+                r.path = shown(p).to_string_lossy().into_owned();
+                (r.device_code || !r.errors.is_empty() && r.format != "other").then_some(r)
+            });
         errors.extend(walked.errors.iter().map(|e| e.to_string()));
         reports.extend(walked.items.into_iter().map(|(_, r)| r));
     }

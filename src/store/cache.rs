@@ -8,7 +8,7 @@
 //! size are compared once the stream ends; a mismatch removes what was
 //! written, so nothing unverified is ever audited. Memory is bounded (a
 //! 64 KiB copy buffer, the decompressor's history, capped at 128 MiB by
-//! [`crate::decompress`], one NAR token); disk holds
+//! [`crate::store::decompress`], one NAR token); disk holds
 //! only the host objects of the paths being audited (docs/binary-cache.md).
 
 use std::fs;
@@ -18,9 +18,11 @@ use std::time::Duration;
 
 use sha2::Digest as _;
 
-use crate::decompress::decompressor;
-use crate::nar::{self, NarReader, UnpackError, Unpacked};
-use crate::narinfo::{check_base_name, Compression, NarInfo, NarInfoError, PublicKey, Sha256};
+use crate::store::decompress::decompressor;
+use crate::store::nar::{self, NarReader, UnpackError, Unpacked};
+use crate::store::narinfo::{
+    check_base_name, Compression, NarInfo, NarInfoError, PublicKey, Sha256,
+};
 
 /// Largest narinfo or `nix-cache-info` accepted (real ones are under 4 KiB;
 /// `References` of a large closure member can reach tens of KiB).
@@ -394,7 +396,7 @@ fn unpack_verified(
     expected: Option<(&Sha256, u64)>,
 ) -> Result<Unpacked, Unverified> {
     // Decompression on its own thread, hashing and writing on this one.
-    let stream = crate::readahead::read_ahead(stream);
+    let stream = crate::store::readahead::read_ahead(stream);
     let limit = expected.map_or(u64::MAX, |(_, size)| size.saturating_add(1));
     let mut hashing = Hashing { inner: stream.take(limit), hasher: sha2::Sha256::new(), len: 0 };
     let mut reader = NarReader::new(&mut hashing);

@@ -19,7 +19,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use crate::mounts::{Located, Mounts};
+use crate::store::mounts::{Located, Mounts};
 
 /// Sonames glibc provides next to its loader.
 pub const C_RUNTIME: &[&str] = &[
@@ -244,7 +244,9 @@ impl Resolver {
 
 /// Looks at a candidate file (its first 20 bytes).
 fn probe(path: &Path) -> Candidate {
-    let Ok(mut file) = crate::hostelf::open_nonblocking(path) else { return Candidate::Absent };
+    let Ok(mut file) = crate::devicecode::host::open_nonblocking(path) else {
+        return Candidate::Absent;
+    };
     if !file.metadata().is_ok_and(|m| m.is_file()) {
         return Candidate::Absent;
     }

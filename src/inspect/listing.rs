@@ -23,8 +23,8 @@ use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use crate::devicecode::host::{self, Object, NV_FATBIN};
 use crate::fatbin::{Entry, Kind, Region, Variant};
-use crate::hostelf::{self, Object, NV_FATBIN};
 
 /// What to list.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -298,7 +298,7 @@ pub fn list_path(
     let display = display_path(path, cwd);
     let quote = |prefix: &[u8], suffix: &[u8]| [prefix, &display, suffix].concat();
     let fatal = |text: Vec<u8>| Outcome { messages: vec![Message::new(true, &[&text])], status: 1 };
-    let data = match hostelf::map(path) {
+    let data = match host::map(path) {
         Ok(d) => d,
         // cuobjdump reports a folder as an allocation failure (13.5, measured).
         Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
@@ -311,16 +311,16 @@ pub fn list_path(
         return Ok(fatal(quote(b"Invalid fatbin header in '", b"'")));
     }
     let object =
-        hostelf::parse_with(&data, &mut |walked| data.release(walked)).unwrap_or(Object::Other);
+        host::parse_with(&data, &mut |walked| data.release(walked)).unwrap_or(Object::Other);
     let name = path.as_os_str().as_bytes();
     let mut lister = Lister::new(out, options, name);
     match &object {
         // A thin archive's members are files next to it; cuobjdump reads them.
         Object::Archive(members) if members.iter().any(|m| m.thin) => {
             for m in members {
-                let member = hostelf::map(&hostelf::thin_member_path(path, m.name)).ok();
+                let member = host::map(&host::thin_member_path(path, m.name)).ok();
                 let bytes: &[u8] = member.as_deref().unwrap_or_default();
-                let parsed = hostelf::parse_member(bytes).ok();
+                let parsed = host::parse_member(bytes).ok();
                 let is_elf = bytes.starts_with(b"\x7fELF");
                 if m.bsd_long_name || !lister.member(&display, m.name, is_elf, parsed.as_ref())? {
                     break;

@@ -331,7 +331,7 @@ mod tests {
 
     #[test]
     fn the_manual_documents_every_check() {
-        let manual = include_str!("../docs/cuda-elf-inspect.md");
+        let manual = include_str!("../../docs/cuda-elf-inspect.md");
         for c in CheckId::ALL {
             let row = format!("| `{}` | {} |", c.id(), c.severity());
             assert!(manual.contains(&row), "docs/cuda-elf-inspect.md lacks the row {row}");

@@ -34,7 +34,7 @@
 
 use std::io::{self, BufRead, Read};
 
-use crate::narinfo::Compression;
+use crate::store::narinfo::Compression;
 
 /// The largest history (zstd window, xz decoder memory) a stream may
 /// declare: 128 MiB, zstd's default window limit

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use crate::capabilities::CudaVersion;
+use crate::cuda::capabilities::CudaVersion;
 
 const TABLE_TEXT: &str = include_str!("driver.tsv");
 

@@ -5,7 +5,7 @@
 //! a regular file elsewhere or not at all, as upstream), no executable-bit
 //! filter, each inode once: hard links are grouped by `(dev, ino)`, the first
 //! name (sorted) is patched and every other name is switched to the new file
-//! atomically ([`crate::atomic`]).
+//! atomically ([`crate::fs::atomic`]).
 //!
 //! Files are processed in parallel. The engine writes nothing but the files
 //! it patches and decides no exit status: [`run`] returns a [`RunReport`]
@@ -23,7 +23,6 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::atomic::{self, Journal, Recovery, Replacement, SideFile};
 use crate::buildenv::Output;
 use crate::elf::classify::{self, Skip};
 use crate::elf::machine::Target;
@@ -31,7 +30,8 @@ use crate::elf::patch::{self, Piece, Strategy};
 use crate::elf::runpath::{self, Plan, Tag};
 use crate::elf::{Elf, ElfError, MAGIC};
 use crate::error::PathError;
-use crate::walk;
+use crate::fs::atomic::{self, Journal, Recovery, Replacement, SideFile};
+use crate::fs::walk;
 
 pub mod emit;
 
