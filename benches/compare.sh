@@ -5,6 +5,7 @@
 #
 #   benches/compare.sh                 full run (the numbers in BENCHMARKS.md)
 #   benches/compare.sh --quick         small inputs, few rounds: CI's smoke test
+#   PREVIOUS=DIR benches/compare.sh    also the audit against an earlier build's binaries
 #   benches/compare.sh --only LIST     only these sections (comma-separated):
 #                                      symlinks, runpath, cross, listing, audit, scaling, cache
 #
@@ -379,6 +380,14 @@ if want audit && need_corpus; then
         -- bash -c "$anchor_audit" "$cuobjdump" "${files[@]}"
     fi
   done
+  # A refactoring must not make the audit slower: with PREVIOUS=DIR (the
+  # binaries of an earlier revision, e.g. built from its worktree), the same
+  # audit by both builds, side by side.
+  if [[ -n ${PREVIOUS:-} ]]; then
+    compare "audit --cuda-capabilities \"8.0 9.0\" vs the previous build, warm" "$size" "$((r * 3))" "$((r * 3))" "previous build $(cut -c1-7 "$PREVIOUS/REV" 2>/dev/null || echo "$PREVIOUS")" \
+      -- "$bin/cuda-elf-inspect" --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}" \
+      -- "$PREVIOUS/cuda-elf-inspect" --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}"
+  fi
   if $quick; then
     note "cold rows skipped under --quick"
   elif ! $can_drop; then
