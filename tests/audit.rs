@@ -6,7 +6,7 @@
 //! Expectations come from the checks' definitions (issue 5,
 //! docs/cuda-elf-inspect.md), never from our own output.
 
-mod support;
+mod common;
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -183,7 +183,7 @@ fn mixed_cudart_majors_in_one_tree() {
 }
 
 fn fixture(name: &str, file: &str) -> PathBuf {
-    let all = support::build_all();
+    let all = common::fixtures::build_all();
     let dir =
         &all.iter().find(|(v, _)| v.name == name).unwrap_or_else(|| panic!("no variant {name}")).1;
     dir.join(file)
@@ -317,7 +317,7 @@ fn sarif_validates_against_the_official_schema() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("r.sarif");
     std::fs::write(&file, &out.stdout).unwrap();
-    let root = support::root();
+    let root = common::root();
     let python = root.join(".tools/venv/bin/python3");
     let schema = root.join(".tools/sarif-schema-2.1.0.json");
     assert!(schema.is_file(), "run `make tools`: {} is missing", schema.display());
@@ -556,7 +556,7 @@ fn snapshot_tree() -> tempfile::TempDir {
 }
 
 fn snapshot(name: &str) -> String {
-    let path = support::root().join("tests/snapshots").join(name);
+    let path = common::root().join("tests/snapshots").join(name);
     std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .replace("{version}", env!("CARGO_PKG_VERSION"))
@@ -627,7 +627,7 @@ fn snapshots_of_every_output_format() {
         if !same {
             differ.push(format!(
                 "{format} differs from tests/snapshots/{file}:\n{}",
-                support::line_diff(want.as_bytes(), got.as_bytes())
+                common::cuobjdump::line_diff(want.as_bytes(), got.as_bytes())
             ));
         }
     }
@@ -671,8 +671,7 @@ fn snapshots_of_every_output_format() {
         assert_eq!(f["dynamic"]["interpreter"].as_str(), interp.as_deref(), "{}", path.display());
     }
     let vadd = r["files"].as_array().unwrap().iter().find(|f| f["device"].is_object()).unwrap();
-    let listed =
-        support::run_in(d, &support::cuda_tool("cuobjdump"), &["--list-elf", "out/bin/vadd"]);
+    let listed = common::run_in(d, &common::tool("cuobjdump"), &["--list-elf", "out/bin/vadd"]);
     let listed = String::from_utf8(listed.stdout).unwrap();
     assert_eq!(vadd["device"]["cubins"], listed.lines().count());
     assert!(listed.lines().all(|l| l.ends_with(".sm_80.cubin")), "{listed}");

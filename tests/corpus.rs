@@ -3,7 +3,7 @@
 //! CuPy's extension modules, cuFFT), downloaded into `.cache/corpus/` on
 //! first use. Every shared object of the corpus is listed by both tools.
 
-mod support;
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,7 +16,7 @@ const OURS: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
 fn corpus() -> &'static [PathBuf] {
     static FILES: OnceLock<Vec<PathBuf>> = OnceLock::new();
     FILES.get_or_init(|| {
-        let script = support::root().join("tests/tools/corpus.sh");
+        let script = common::root().join("tests/tools/corpus.sh");
         let out = Command::new("bash").arg(&script).output().expect("bash");
         assert!(
             out.status.success(),
@@ -42,7 +42,7 @@ fn corpus() -> &'static [PathBuf] {
 
 #[test]
 fn listing_matches_live_cuobjdump_on_real_libraries() {
-    let cuobjdump = support::cuda_tool("cuobjdump");
+    let cuobjdump = common::tool("cuobjdump");
     let files = corpus();
     let mut failures = Vec::new();
     let mut with_code = 0;
@@ -52,12 +52,12 @@ fn listing_matches_live_cuobjdump_on_real_libraries() {
         for args in [&["--list-elf"][..], &["-lptx"], &["-all", "-lelf", "-lptx"]] {
             let mut a = args.to_vec();
             a.push(name);
-            let expected = support::run_in(dir, &cuobjdump, &a);
-            let got = support::run_in(dir, Path::new(OURS), &a);
+            let expected = common::run_in(dir, &cuobjdump, &a);
+            let got = common::run_in(dir, Path::new(OURS), &a);
             if args.len() == 3 && expected.status.code() == Some(0) {
                 with_code += 1;
             }
-            failures.extend(support::compare(
+            failures.extend(common::cuobjdump::compare(
                 &format!("{}: {}", file.display(), a.join(" ")),
                 &expected,
                 &got,
@@ -116,15 +116,14 @@ fn deep_mode_reads_every_real_payload_and_cubin_headers_agree() {
 
 #[test]
 fn bare_old_abi_cubins_extracted_by_cuobjdump_are_listed_identically() {
-    let cuobjdump = support::cuda_tool("cuobjdump");
+    let cuobjdump = common::tool("cuobjdump");
     let files = corpus();
     let curand12 = files
         .iter()
         .find(|f| f.to_string_lossy().contains("nvidia-curand-cu12-"))
         .expect("cuRAND for CUDA 12");
     let tmp = tempfile::tempdir().unwrap();
-    let out =
-        support::run_in(tmp.path(), &cuobjdump, &["-xelf", "all", curand12.to_str().unwrap()]);
+    let out = common::run_in(tmp.path(), &cuobjdump, &["-xelf", "all", curand12.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let mut failures = Vec::new();
     let mut n = 0;
@@ -133,9 +132,9 @@ fn bare_old_abi_cubins_extracted_by_cuobjdump_are_listed_identically() {
         for args in [&["-lelf"][..], &["-lelf", "-lptx"]] {
             let mut a = args.to_vec();
             a.push(&name);
-            let expected = support::run_in(tmp.path(), &cuobjdump, &a);
-            let got = support::run_in(tmp.path(), Path::new(OURS), &a);
-            failures.extend(support::compare(&name, &expected, &got));
+            let expected = common::run_in(tmp.path(), &cuobjdump, &a);
+            let got = common::run_in(tmp.path(), Path::new(OURS), &a);
+            failures.extend(common::cuobjdump::compare(&name, &expected, &got));
         }
         n += 1;
     }

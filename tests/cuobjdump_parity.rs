@@ -3,7 +3,7 @@
 //! cuobjdump and by cuda-elf-inspect with every option combination; stdout,
 //! stderr (after the program name) and exit status must be identical.
 
-mod support;
+mod common;
 
 use std::path::Path;
 
@@ -23,8 +23,8 @@ const COMBOS: &[(&[&str], &[&str])] = &[
 
 #[test]
 fn listing_matches_live_cuobjdump_on_every_fixture() {
-    let cuobjdump = support::cuda_tool("cuobjdump");
-    let variants = support::build_all();
+    let cuobjdump = common::tool("cuobjdump");
+    let variants = common::fixtures::build_all();
     let mut failures = Vec::new();
     let mut checked = 0;
     for (variant, dir) in &variants {
@@ -35,10 +35,10 @@ fn listing_matches_live_cuobjdump_on_every_fixture() {
                 a.push(file);
                 let mut b: Vec<&str> = ours.to_vec();
                 b.push(file);
-                let expected = support::run_in(dir, &cuobjdump, &a);
-                let got = support::run_in(dir, Path::new(OURS), &b);
+                let expected = common::run_in(dir, &cuobjdump, &a);
+                let got = common::run_in(dir, Path::new(OURS), &b);
                 let label = format!("{}: {}", variant.name, a.join(" "));
-                failures.extend(support::compare(&label, &expected, &got));
+                failures.extend(common::cuobjdump::compare(&label, &expected, &got));
                 checked += 1;
             }
         }
@@ -54,8 +54,8 @@ fn listing_matches_live_cuobjdump_on_every_fixture() {
 
 #[test]
 fn absolute_paths_and_program_name_match_too() {
-    let cuobjdump = support::cuda_tool("cuobjdump");
-    let variants = support::build_all();
+    let cuobjdump = common::tool("cuobjdump");
+    let variants = common::fixtures::build_all();
     let (_, dir) = variants.iter().find(|(v, _)| v.name == "several-tus").expect("variant");
     let file = dir.join("several_tus");
     let file = file.to_str().unwrap();
@@ -64,8 +64,8 @@ fn absolute_paths_and_program_name_match_too() {
     let link = tmp.path().join("cuobjdump");
     std::os::unix::fs::symlink(OURS, &link).unwrap();
     for args in [&["-lptx", file][..], &["-lelf", file], &["-lelf", "/nonexistent/x"]] {
-        let expected = support::run_in(tmp.path(), &cuobjdump, args);
-        let got = support::run_in(tmp.path(), &link, args);
+        let expected = common::run_in(tmp.path(), &cuobjdump, args);
+        let got = common::run_in(tmp.path(), &link, args);
         assert_eq!(expected.stdout, got.stdout, "{args:?}");
         assert_eq!(expected.stderr, got.stderr, "{args:?}");
         assert_eq!(expected.status.code(), got.status.code(), "{args:?}");
@@ -84,7 +84,7 @@ fn summary_json(path: &Path) -> serde_json::Value {
 
 #[test]
 fn deep_mode_tells_link_stubs_and_agrees_with_entry_headers() {
-    let variants = support::build_all();
+    let variants = common::fixtures::build_all();
     let dir = |name: &str| variants.iter().find(|(v, _)| v.name == name).unwrap().1.clone();
 
     // A link step with no arch adds a kernel-less stub for the default sm_75.
@@ -130,7 +130,7 @@ fn deep_mode_tells_link_stubs_and_agrees_with_entry_headers() {
 
 #[test]
 fn folders_are_walked_sorted_and_only_device_code_is_reported() {
-    let variants = support::build_all();
+    let variants = common::fixtures::build_all();
     let dir = &variants.iter().find(|(v, _)| v.name == "rdc-archive").unwrap().1;
     let out = std::process::Command::new(OURS)
         .args(["--summary", "--format", "json"])

@@ -6,7 +6,7 @@
 //! cuobjdump's own listing) and from the facts the issue measured, never
 //! from our own output alone.
 
-mod support;
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,7 +16,7 @@ use serde_json::Value;
 const BIN: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
 
 fn fixture(name: &str, file: &str) -> PathBuf {
-    let all = support::build_all();
+    let all = common::fixtures::build_all();
     let dir =
         &all.iter().find(|(v, _)| v.name == name).unwrap_or_else(|| panic!("no variant {name}")).1;
     dir.join(file)
@@ -24,7 +24,7 @@ fn fixture(name: &str, file: &str) -> PathBuf {
 
 /// The wheel set `set` of the corpus downloader; the file ending in `name`.
 fn corpus_file(set: &str, name: &str) -> PathBuf {
-    let script = support::root().join("tests/tools/corpus.sh");
+    let script = common::root().join("tests/tools/corpus.sh");
     let out = Command::new("bash").arg(&script).arg(set).output().expect("bash");
     assert!(
         out.status.success(),

@@ -899,8 +899,7 @@ fn hostile_compressed_nars_from_a_cache_name_the_store_path() {
 
 // ---- the audit of a cache and of NAR files, through the binary --------------
 
-#[path = "support/mod.rs"]
-mod support;
+mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
 
@@ -962,7 +961,7 @@ struct Closure {
 }
 
 fn build_closure() -> Closure {
-    let fixtures = support::build_all();
+    let fixtures = common::fixtures::build_all();
     let sass_only =
         fixtures.iter().find(|(v, _)| v.name == "sass-only").unwrap().1.join("sass_only");
     let dir = nix_dir();

@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+pub mod cuobjdump;
+pub mod fixtures;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -156,4 +159,13 @@ pub fn section_bytes(file: &Path, section: &str) -> Vec<u8> {
         .unwrap();
     assert!(st.success(), "objcopy {section} {}", file.display());
     std::fs::read(out).unwrap()
+}
+
+/// Runs `program args` in `dir`.
+pub fn run_in(dir: &Path, program: &Path, args: &[&str]) -> Output {
+    Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()))
 }

@@ -1,31 +1,14 @@
-//! Shared by the integration tests: the pinned CUDA tools, the fixture
-//! builder (recipes in `fixtures/cuda/recipes.txt`, built into the ignored
-//! `.cache/fixtures/`), and running a command to compare its output.
-//!
-//! Missing tools make the tests fail, never skip: `make test` installs them.
-#![allow(dead_code)]
+//! The device-code fixtures: recipes in `fixtures/cuda/recipes.txt`, built
+//! at test time by the pinned nvcc 13.5 into the ignored `.cache/fixtures/`
+//! (only variants whose recipe or sources changed are rebuilt).
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::Mutex;
 
-/// The repository root.
-pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A pinned CUDA tool from `.tools/cuda/bin`, or a failing test that says how to get it.
-pub fn cuda_tool(name: &str) -> PathBuf {
-    let path = root().join(".tools/cuda/bin").join(name);
-    assert!(
-        path.is_file(),
-        "{} is missing: run `make tools` (tests/tools/install.sh) first",
-        path.display()
-    );
-    path
-}
+use super::{root, tool};
 
 /// One recipe: a name, the files to list, and shell lines that build them.
 #[derive(Debug, Clone)]
@@ -83,8 +66,8 @@ static BUILD_LOCK: Mutex<()> = Mutex::new(());
 /// returns them with their folders. Builds run two at a time.
 pub fn build_all() -> Vec<(Variant, PathBuf)> {
     let _guard = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let nvcc = cuda_tool("nvcc");
-    cuda_tool("cuobjdump");
+    let nvcc = tool("nvcc");
+    tool("cuobjdump");
     let variants = recipes();
     let base = root().join(".cache/fixtures");
     let todo: Mutex<Vec<Variant>> = Mutex::new(variants.clone());
@@ -135,75 +118,4 @@ fn build_one(v: &Variant, dir: &Path, nvcc: &Path) -> Result<(), String> {
     }
     std::fs::write(&stamp, hash).unwrap();
     Ok(())
-}
-
-/// Runs `program args` in `dir`.
-pub fn run_in(dir: &Path, program: &Path, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e}", program.display()))
-}
-
-/// A line diff of two outputs, for failure messages.
-pub fn line_diff(expected: &[u8], got: &[u8]) -> String {
-    let e = String::from_utf8_lossy(expected);
-    let g = String::from_utf8_lossy(got);
-    let el: Vec<&str> = e.lines().collect();
-    let gl: Vec<&str> = g.lines().collect();
-    let mut out = String::new();
-    for i in 0..el.len().max(gl.len()) {
-        match (el.get(i), gl.get(i)) {
-            (Some(a), Some(b)) if a == b => out.push_str(&format!("   {a}\n")),
-            (a, b) => {
-                if let Some(a) = a {
-                    out.push_str(&format!(" - {a}\n"));
-                }
-                if let Some(b) = b {
-                    out.push_str(&format!(" + {b}\n"));
-                }
-            }
-        }
-    }
-    if expected.ends_with(b"\n") != got.ends_with(b"\n") {
-        out.push_str(" (final newline differs)\n");
-    }
-    out
-}
-
-/// Compares a cuobjdump run with a cuda-elf-inspect run; `None` when they
-/// agree (stdout, stderr after the program name, status).
-pub fn compare(label: &str, expected: &Output, got: &Output) -> Option<String> {
-    let got_err = rename_prog(&got.stderr);
-    let mut msg = String::new();
-    if expected.stdout != got.stdout {
-        msg.push_str(&format!(
-            "stdout differs (- cuobjdump, + ours):\n{}",
-            line_diff(&expected.stdout, &got.stdout)
-        ));
-    }
-    if expected.stderr != got_err {
-        msg.push_str(&format!("stderr differs:\n{}", line_diff(&expected.stderr, &got_err)));
-    }
-    if expected.status.code() != got.status.code() {
-        msg.push_str(&format!(
-            "status differs: cuobjdump {:?}, ours {:?}\n",
-            expected.status.code(),
-            got.status.code()
-        ));
-    }
-    (!msg.is_empty()).then(|| format!("== {label}\n{msg}"))
-}
-
-/// Our stderr with `cuda-elf-inspect ` at line starts read as `cuobjdump `.
-pub fn rename_prog(stderr: &[u8]) -> Vec<u8> {
-    let text = String::from_utf8_lossy(stderr);
-    text.lines()
-        .map(|l| match l.strip_prefix("cuda-elf-inspect ") {
-            Some(rest) => format!("cuobjdump {rest}\n"),
-            None => format!("{l}\n"),
-        })
-        .collect::<String>()
-        .into_bytes()
 }
