@@ -1,10 +1,13 @@
 //! nix-cuda-hooks: the library behind three static binaries that replace the
 //! shell hooks Nixpkgs runs after CUDA builds.
 //!
-//! Each binary is a thin shell around a module here: argument parsing and exit
-//! codes live in `src/bin/`, decisions live in the library so that tests and
+//! Each binary is a thin shell around a module here: its arguments and the
+//! glue from them to the library live in [`cli`] (the top layer, which
+//! nothing else imports), decisions live in the library so that tests and
 //! the other binaries can reuse them.
 //!
+//! - [`output`]: the exit status, report formats, the sanitiser for names
+//!   shown to people and the JSON envelope, shared by every tool.
 //! - [`log`]: setup.sh-style logging (`LEVEL: caller: message` on `$NIX_LOG_FD`).
 //! - [`buildenv`]: what a Nix build tells us: outputs, attributes, `TMPDIR`, `NIX_STORE`.
 //! - [`walk`]: the parallel, deterministic walk of output trees.
@@ -17,7 +20,8 @@
 //! - [`inspect`]: the per-file report of `cuda-elf-inspect` (summary and JSON).
 //! - [`elf`]: a bounds-checked ELF reader, the skip rules, the RUNPATH planner
 //!   and the targeted writer/verifier behind `auto-add-driver-runpath`.
-//! - [`audit`]: the checks of `cuda-elf-inspect` (linkage, RUNPATH, capability coverage).
+//! - [`audit`]: the checks of `cuda-elf-inspect` (linkage, RUNPATH, capability
+//!   coverage), and its session from arguments to result (`audit::session`).
 //! - [`atomic`]: replace a file through a temporary file and a rename.
 //! - [`driver_runpath`]: autoAddDriverRunpath's walk, decisions and report.
 //! - [`nar`], [`narinfo`]: Nix archives and binary-cache metadata, read as they stream in.
@@ -36,6 +40,7 @@ pub mod fatbin;
 pub mod fs;
 pub mod inspect;
 pub mod log;
+pub mod output;
 pub mod report;
 pub mod store;
 pub mod symlinks;

@@ -10,7 +10,7 @@ use super::{DriverVerdict, Policy};
 use crate::audit::finding::{CheckId, Finding, Subject};
 use crate::audit::linkage::{sysroot_lib_dirs, Resolution, SearchInput};
 use crate::cuda::capabilities::{coverage, Capability, CodeKind, Runs, Variant};
-use crate::cuda::driver::{Driver, PtxVerdict, RuntimeVerdict};
+use crate::cuda::driver::{Driver, NotRunning, PtxVerdict, RuntimeVerdict};
 use crate::devicecode::model::capability;
 use crate::devicecode::model::PtxIsa;
 use crate::devicecode::DeviceCode;
@@ -395,17 +395,17 @@ pub fn verdict(
     if let Some(rt) = runtime {
         match rt.major().map(|m| driver.runs_runtime(m)) {
             Some(RuntimeVerdict::Runs) => {}
-            Some(_) => return no("runtime-too-new", rt.major().map(|m| format!("{m}.0"))),
-            None => return no("unknown", None),
+            Some(v) => return no(NotRunning::Runtime(v), rt.major().map(|m| format!("{m}.0"))),
+            None => return no(NotRunning::Unknown, None),
         }
     }
     if runs == Runs::Jit {
         match isa.map(|i| driver.jits_ptx((i.major, i.minor))) {
             Some(PtxVerdict::Jits) => {}
-            Some(PtxVerdict::TooNew { needs }) => {
-                return no("ptx-too-new", Some(needs.to_string()))
+            Some(v @ PtxVerdict::TooNew { needs }) => {
+                return no(NotRunning::Ptx(v), Some(needs.to_string()))
             }
-            Some(PtxVerdict::Unknown) | None => return no("unknown", None),
+            Some(PtxVerdict::Unknown) | None => return no(NotRunning::Unknown, None),
         }
     }
     DriverVerdict { runs: runs != Runs::No, reason: None, needs_cuda: None, has_cuda }

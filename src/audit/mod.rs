@@ -11,10 +11,12 @@
 pub mod baseline;
 pub mod checks;
 pub mod dynamic;
+pub mod failure;
 pub mod finding;
 pub mod linkage;
 pub mod policy;
 pub mod runtime;
+pub mod session;
 pub mod sources;
 
 use std::io::Read;
@@ -22,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::audit::failure::Failure;
 use crate::audit::finding::Finding;
 use crate::cuda::capabilities::Request;
 use crate::devicecode::host::{self, Object};
@@ -113,7 +116,7 @@ pub struct DriverVerdict {
     pub runs: bool,
     /// Why not: `ptx-too-new`, `runtime-too-new`, or `unknown` (not decided).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<&'static str>,
+    pub reason: Option<crate::cuda::driver::NotRunning>,
     /// The CUDA version the driver must support (the PTX's, or the runtime's major).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub needs_cuda: Option<String>,
@@ -169,7 +172,7 @@ fn ser_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
 
 /// One file's outcome: facts and findings, `None` for a file that is no
 /// object at all, or why it could not be examined.
-pub type FileOutcome = Result<Option<(FileFacts, Vec<Finding>)>, String>;
+pub type FileOutcome = Result<Option<(FileFacts, Vec<Finding>)>, Failure>;
 
 /// Whether the first bytes say the file is something we examine: an ELF
 /// file (host or cubin), an archive (regular or thin), a raw fatbin.
@@ -194,11 +197,7 @@ fn sniff(path: &Path) -> std::io::Result<bool> {
 /// Examines one file, read under its real path (links resolved: `$ORIGIN`
 /// and the store test depend on it) and named in failures as the user gave
 /// or sees it (`shown`, e.g. `result/lib/x.so`). `Ok(None)`: not an object file.
-pub fn audit_file(
-    path: &Path,
-    shown: &Path,
-    policy: &Policy,
-) -> Result<Option<(FileFacts, Vec<Finding>)>, String> {
+pub fn audit_file(path: &Path, shown: &Path, policy: &Policy) -> FileOutcome {
     audit_file_at(path, path, shown, policy)
 }
 
@@ -206,14 +205,8 @@ pub fn audit_file(
 /// store path's file unpacked from a cache or a NAR (see
 /// [`crate::store::mounts`]). Every decision uses `path`; only the bytes come
 /// from `local`.
-pub fn audit_file_at(
-    local: &Path,
-    path: &Path,
-    shown: &Path,
-    policy: &Policy,
-) -> Result<Option<(FileFacts, Vec<Finding>)>, String> {
-    let describe =
-        |e: std::io::Error| format!("{}: {}", shown.display(), crate::error::describe_io(&e));
+pub fn audit_file_at(local: &Path, path: &Path, shown: &Path, policy: &Policy) -> FileOutcome {
+    let describe = |e: std::io::Error| Failure::io(shown, &e);
     if !sniff(local).map_err(describe)? {
         return Ok(None);
     }
@@ -238,7 +231,7 @@ pub fn audit_file_at(
     let (parsed, dynamic) = rayon::join(
         || {
             let object = host::parse_with(&data, &mut |p| data.release(p))
-                .map_err(|e| format!("{}: {e}", shown.display()))?;
+                .map_err(|e| Failure::unreadable(shown, e))?;
             let scan = if policy.scan { Scan::Full } else { Scan::Probe };
             let read =
                 devicecode::read(&data, &object, Some(local), Depth::PerArch, scan, &release);
@@ -250,7 +243,7 @@ pub fn audit_file_at(
                 }
                 _ => Vec::new(),
             };
-            Ok::<_, String>((object.format(), matches!(object, Object::Elf(_)), read, sections))
+            Ok::<_, Failure>((object.format(), matches!(object, Object::Elf(_)), read, sections))
         },
         || is_elf.then(|| dynamic::facts(&data, &release)),
     );
@@ -265,7 +258,7 @@ pub fn audit_file_at(
                 d.static_cudart &= has_device;
                 facts.dynamic = Some(d);
             }
-            Some(Err(e)) => return Err(format!("{}: {e}", shown.display())),
+            Some(Err(e)) => return Err(Failure::unreadable(shown, e)),
             None => {}
         }
     }
@@ -318,8 +311,8 @@ pub struct Audit {
     pub files: Vec<FileFacts>,
     /// All findings, file and tree checks.
     pub findings: Vec<Finding>,
-    /// Files and folders that could not be examined (`path: reason`).
-    pub failures: Vec<String>,
+    /// Files and folders that could not be examined.
+    pub failures: Vec<Failure>,
 }
 
 /// Audits files and folders (folders walked in parallel, links inside them
@@ -344,7 +337,7 @@ pub enum Root {
         name: String,
     },
     /// Could not be read at all (a failed fetch): one failure line.
-    Failed(String),
+    Failed(Failure),
 }
 
 /// Audits roots: [`audit_paths`]'s walk, with mounted store paths read from
@@ -362,8 +355,8 @@ pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
     for root in roots {
         let path = match root {
             Root::Path(path) => path,
-            Root::Failed(message) => {
-                audit.failures.push(message.clone());
+            Root::Failed(failure) => {
+                audit.failures.push(failure.clone());
                 continue;
             }
             Root::Mounted { mount, name } => {
@@ -374,8 +367,7 @@ pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
                     // unpacking left it out, as the audit would skip it.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                     Err(e) => {
-                        let reason = crate::error::describe_io(&e);
-                        audit.failures.push(format!("{}: {reason}", logical.display()));
+                        audit.failures.push(Failure::io(logical, &e));
                         continue;
                     }
                 };
@@ -389,7 +381,11 @@ pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
                         })
                     });
                     audit.failures.extend(walked.errors.iter().map(|e| {
-                        e.to_string().replace(&*local.to_string_lossy(), &logical.to_string_lossy())
+                        let failure = Failure::from(e);
+                        match mount.logical_of(&failure.path) {
+                            Some(shown) => failure.renamed(shown),
+                            None => failure,
+                        }
                     }));
                     for (p, outcome) in walked.items {
                         let location = Path::new(name).join(rel(&p)).to_string_lossy().into_owned();
@@ -405,11 +401,8 @@ pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
                     // Rare (`nix-store --add` of a link); its target is a
                     // path of its own: say so rather than audit nothing.
                     let target = std::fs::read_link(local).unwrap_or_default();
-                    audit.failures.push(format!(
-                        "{}: the store path is a symbolic link (to {}): audit its target",
-                        logical.display(),
-                        target.display()
-                    ));
+                    let reason = failure::Reason::StoreLink(target);
+                    audit.failures.push(Failure { path: logical.clone(), reason });
                 }
                 continue;
             }
@@ -417,16 +410,11 @@ pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
         let meta = match std::fs::metadata(path) {
             Ok(m) => m,
             Err(e) => {
-                let what = if std::fs::symlink_metadata(path).is_ok() {
-                    "broken symbolic link: "
-                } else {
-                    ""
-                };
-                audit.failures.push(format!(
-                    "{}: {what}{}",
-                    path.display(),
-                    crate::error::describe_io(&e)
-                ));
+                let mut failure = Failure::io(path, &e);
+                if std::fs::symlink_metadata(path).is_ok() {
+                    failure.reason = failure::Reason::BrokenLink(crate::error::describe_io(&e));
+                }
+                audit.failures.push(failure);
                 continue;
             }
         };
@@ -438,7 +426,7 @@ pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
             let walked = walk::walk(&root, &walk::Options::default(), |p, kind| {
                 kind.file_type.is_file().then(|| audit_file(p, &shown(p), policy))
             });
-            audit.failures.extend(walked.errors.iter().map(|e| e.to_string()));
+            audit.failures.extend(walked.errors.iter().map(Failure::from));
             let base = root_name(&root);
             for (p, outcome) in walked.items {
                 let location = Path::new(&base).join(rel(&p)).to_string_lossy().into_owned();
@@ -472,6 +460,6 @@ pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
     }
     checks::mixed_cudart(&cudart, &mut audit.findings);
     audit.files.sort_by(|a, b| a.path.cmp(&b.path));
-    audit.failures.sort();
+    failure::sort(&mut audit.failures);
     audit
 }

@@ -5,32 +5,53 @@
 //! RUNPATH may point into, the driver folder and the store.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use super::linkage::Resolver;
+use super::session::AuditArgs;
 use super::Policy;
 use crate::buildenv::BuildEnv;
-use crate::cuda::capabilities::{self, CapError, CudaVersion};
+use crate::cuda::capabilities::{self, CapError, CudaVersion, Request};
+use crate::cuda::driver::Driver;
 
-/// The command line's part of the policy (`None`: not given).
-#[derive(Debug, Clone, Default)]
-pub struct Flags {
-    /// `--cuda-capabilities`.
-    pub cuda_capabilities: Option<String>,
-    /// `--forward-compat` (`Some(true)`) or `--no-forward-compat` (`Some(false)`).
-    pub forward_compat: Option<bool>,
-    /// `--cuda-version`.
-    pub cuda_version: Option<String>,
-    /// `--driver-link`: its `lib` folder must be on RUNPATH.
-    pub driver_link: String,
-    /// `--system-lib-dirs`.
+/// What the arguments and the build environment say to check, before the
+/// sources are prepared: with the store folder and the resolver they
+/// decide, it becomes the [`Policy`] ([`Checks::policy`]).
+#[derive(Debug, Clone)]
+pub struct Checks {
+    /// Requested capabilities; `None`: no capability checks.
+    pub requested: Option<Request>,
+    /// Expect PTX for the last requested capability.
+    pub forward_compat: bool,
+    /// The driver's library folder that must be on RUNPATH.
+    pub driver_lib: String,
+    /// Build folders no RUNPATH entry may point into.
+    pub build_dirs: Vec<String>,
+    /// Search the host's default library folders for store files too.
     pub system_lib_dirs: bool,
-    /// `--scan`.
-    pub scan: bool,
     /// `--sysroot`: another machine's library root.
     pub sysroot: Option<PathBuf>,
-    /// `--driver-version` (`580.95.05`).
-    pub driver_version: Option<String>,
-    /// `--driver-cuda` (`13.0`, what nvidia-smi prints as "CUDA Version").
-    pub driver_cuda: Option<String>,
+    /// The driver the files must run on, if given.
+    pub driver: Option<Driver>,
+}
+
+impl Checks {
+    /// The policy for sources named in `store_dir` and read through
+    /// `resolver`; `scan`: read fatbin containers outside the sections.
+    pub fn policy(self, scan: bool, store_dir: PathBuf, resolver: Arc<Resolver>) -> Policy {
+        Policy {
+            requested: self.requested,
+            forward_compat: self.forward_compat,
+            driver_lib: self.driver_lib,
+            build_dirs: self.build_dirs,
+            store_dir,
+            system_lib_dirs: self.system_lib_dirs,
+            sysroot: self.sysroot,
+            scan,
+            driver: self.driver,
+            resolver,
+        }
+    }
 }
 
 /// Why the policy cannot be built.
@@ -55,9 +76,9 @@ pub enum PolicyError {
 pub const CAPABILITY_VARIABLES: [&str; 3] =
     ["cudaCapabilities", "CUDAARCHS", "TORCH_CUDA_ARCH_LIST"];
 
-/// Builds the policy: flags first, then the build's attributes, then the
+/// What to check: flags first, then the build's attributes, then the
 /// variables other build systems use. Blank variables count as unset.
-pub fn from_flags(flags: &Flags, env: &BuildEnv) -> Result<Policy, PolicyError> {
+pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> {
     let text = |name: &str| {
         env.attr(name).map(|v| v.to_string_lossy().into_owned()).filter(|v| !v.trim().is_empty())
     };
@@ -78,29 +99,26 @@ pub fn from_flags(flags: &Flags, env: &BuildEnv) -> Result<Policy, PolicyError> 
         }
         None => None,
     };
-    let forward_compat = flags.forward_compat.unwrap_or_else(|| {
+    let forward_compat = flags.forward_compat().unwrap_or_else(|| {
         env.attr("cudaForwardCompat").is_none_or(|v| forward_compat_value(&v.to_string_lossy()))
     });
     let driver = match (&flags.driver_version, &flags.driver_cuda) {
-        (Some(v), _) => Some(crate::cuda::driver::Driver::from_version(v)?),
-        (None, Some(c)) => Some(crate::cuda::driver::Driver::from_cuda(
+        (Some(v), _) => Some(Driver::from_version(v)?),
+        (None, Some(c)) => Some(Driver::from_cuda(
             CudaVersion::parse(c)
                 .filter(|_| c.trim().split('.').count() == 2)
                 .ok_or_else(|| PolicyError::DriverCuda(c.clone()))?,
         )),
         (None, None) => None,
     };
-    Ok(Policy {
+    Ok(Checks {
         driver,
         requested,
         forward_compat,
         driver_lib: format!("{}/lib", flags.driver_link.trim_end_matches('/')),
         build_dirs: build_dirs(env),
-        store_dir: PathBuf::from(env.store_dir()),
         system_lib_dirs: flags.system_lib_dirs,
-        scan: flags.scan,
         sysroot: flags.sysroot.clone(),
-        resolver: Default::default(),
     })
 }
 
@@ -133,15 +151,23 @@ mod tests {
         BuildEnv::from_vars(vars.iter().map(|(k, v)| (k.into(), v.into())).collect()).unwrap()
     }
 
-    fn flags() -> Flags {
-        Flags { driver_link: "/run/opengl-driver/".into(), ..Flags::default() }
+    fn flags() -> AuditArgs {
+        AuditArgs { driver_link: "/run/opengl-driver/".into(), ..AuditArgs::default() }
+    }
+
+    fn forward(flag: Option<bool>) -> AuditArgs {
+        AuditArgs {
+            forward_compat: flag == Some(true),
+            no_forward_compat: flag == Some(false),
+            ..flags()
+        }
     }
     #[test]
     fn driver_flags_name_a_driver_or_fail_with_the_reason() {
         let e = env(&[]);
         let with = |v: Option<&str>, c: Option<&str>| {
-            from_flags(
-                &Flags {
+            checks(
+                &AuditArgs {
                     driver_version: v.map(str::to_string),
                     driver_cuda: c.map(str::to_string),
                     ..flags()
@@ -163,7 +189,7 @@ mod tests {
         assert!(err(None, Some("1.2.3")).contains("expected X.Y"));
     }
 
-    fn caps(p: &Policy) -> Vec<String> {
+    fn caps(p: &Checks) -> Vec<String> {
         p.requested
             .as_ref()
             .map_or_else(Vec::new, |r| r.capabilities.iter().map(|c| c.to_string()).collect())
@@ -189,8 +215,8 @@ mod tests {
             ("none: no capability checks", None, &[], vec![]),
         ];
         for (name, flag, vars, want) in cases {
-            let f = Flags { cuda_capabilities: flag.map(str::to_string), ..flags() };
-            assert_eq!(caps(&from_flags(&f, &env(vars)).unwrap()), want, "{name}");
+            let f = AuditArgs { cuda_capabilities: flag.map(str::to_string), ..flags() };
+            assert_eq!(caps(&checks(&f, &env(vars)).unwrap()), want, "{name}");
         }
     }
 
@@ -208,9 +234,8 @@ mod tests {
         for (flag, attr, want) in cases {
             let vars: Vec<(&str, &str)> =
                 attr.map(|a| ("cudaForwardCompat", a)).into_iter().collect();
-            let f = Flags { forward_compat: flag, ..flags() };
             assert_eq!(
-                from_flags(&f, &env(&vars)).unwrap().forward_compat,
+                checks(&forward(flag), &env(&vars)).unwrap().forward_compat,
                 want,
                 "{flag:?} {attr:?}"
             );
@@ -220,7 +245,7 @@ mod tests {
     #[test]
     fn build_folders_and_the_driver_folder() {
         let e = env(&[("TMPDIR", "/tmp/nix-build-x/"), ("NIX_BUILD_TOP", "/tmp/nix-build-x")]);
-        let p = from_flags(&flags(), &e).unwrap();
+        let p = checks(&flags(), &e).unwrap();
         assert_eq!(p.build_dirs, ["/build", "/tmp/nix-build-x"]);
         assert_eq!(p.driver_lib, "/run/opengl-driver/lib");
         assert_eq!(build_dirs(&env(&[("TMPDIR", "")])), ["/build"]);
@@ -228,12 +253,12 @@ mod tests {
 
     #[test]
     fn bad_lists_and_versions_are_errors() {
-        let f = Flags { cuda_version: Some("twelve".into()), ..flags() };
+        let f = AuditArgs { cuda_version: Some("twelve".into()), ..flags() };
         assert_eq!(
-            from_flags(&f, &env(&[])).unwrap_err().to_string(),
+            checks(&f, &env(&[])).unwrap_err().to_string(),
             "--cuda-version twelve: expected X.Y"
         );
-        let f = Flags { cuda_capabilities: Some("8.6;banana".into()), ..flags() };
-        assert!(from_flags(&f, &env(&[])).is_err());
+        let f = AuditArgs { cuda_capabilities: Some("8.6;banana".into()), ..flags() };
+        assert!(checks(&f, &env(&[])).is_err());
     }
 }

@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use super::failure::{Failure, Reason};
 use super::Root;
 use crate::audit::finding::strip_store_hash;
 use crate::store::cache::{self, Cache, CacheError, Fetched};
@@ -125,11 +126,29 @@ fn from_files(paths: &[PathBuf], store_dir: &Path) -> Result<Sources, SourceErro
                 mounts.push(mount.clone());
                 roots.push(Root::Mounted { mount, name: nar_root_name(path) });
             }
-            Err(e) => roots.push(Root::Failed(e.to_string())),
+            Err(e) => roots.push(Root::Failed(fetch_failure(&e))),
         }
     }
     let mounts = Mounts::of_files(mounts, store_dir.to_path_buf());
     Ok(Sources { roots, mounts, store_dir: None, _tmp: tmp })
+}
+
+/// A store path or NAR file that could not be read, as a failure on the
+/// path the cache client names (every one of its messages is `path: why`).
+fn fetch_failure(e: &CacheError) -> Failure {
+    let path = match e {
+        CacheError::Url(url) => url,
+        CacheError::NotStorePath { path, .. }
+        | CacheError::NotFound { path, .. }
+        | CacheError::Fetch { path, .. }
+        | CacheError::NarInfo { path, .. }
+        | CacheError::Compression { path, .. }
+        | CacheError::Nar { path, .. }
+        | CacheError::Mismatch { path, .. } => path,
+    };
+    let text = e.to_string();
+    let why = text.strip_prefix(path.as_str()).and_then(|t| t.strip_prefix(": ")).unwrap_or(&text);
+    Failure { path: PathBuf::from(path), reason: Reason::Fetch(why.to_string()) }
 }
 
 /// A NAR file's name in baseline locations: its file name without the
@@ -186,7 +205,7 @@ fn from_cache(
                 mounts.push(mount.clone());
                 roots.push(Root::Mounted { mount, name: strip_store_hash(&base).to_string() });
             }
-            Err(e) => roots.push(Root::Failed(e.to_string())),
+            Err(e) => roots.push(Root::Failed(fetch_failure(&e))),
         }
     }
     Ok(Sources {
@@ -200,6 +219,15 @@ fn from_cache(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fetch_failures_are_split_into_path_and_reason() {
+        let e = CacheError::NotFound { path: "/nix/store/x-a".into(), url: "x.narinfo".into() };
+        let f = fetch_failure(&e);
+        assert_eq!(f.path, PathBuf::from("/nix/store/x-a"));
+        assert_eq!(f.reason, Reason::Fetch("x.narinfo not found in the cache".into()));
+        assert_eq!(f.to_string(), e.to_string());
+    }
 
     #[test]
     fn nar_files_are_located_like_their_store_paths() {

@@ -8,10 +8,11 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use nix_cuda_hooks::buildenv::BuildEnv;
-use nix_cuda_hooks::cli::{self, CommonArgs, Format};
+use nix_cuda_hooks::cli::{self, CommonArgs};
 use nix_cuda_hooks::driver_runpath::emit::{self, Sinks};
 use nix_cuda_hooks::driver_runpath::{self, Config};
 use nix_cuda_hooks::log::Logger;
+use nix_cuda_hooks::output::{Envelope, ExitStatus, Format};
 
 /// Add the driver library folder (/run/opengl-driver/lib) to the RUNPATH of
 /// every dynamic ELF file, as Nixpkgs' autoAddDriverRunpath does, without
@@ -97,7 +98,7 @@ fn main() -> std::process::ExitCode {
     cli::run("auto-add-driver-runpath", || run(args))
 }
 
-fn run(args: Args) -> anyhow::Result<u8> {
+fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let env = BuildEnv::from_env()?;
     let fix_log = Logger::from_env("autoFixElfFiles").with_stderr_verbosity(args.common.verbose);
     let add_log = Logger::from_env("addDriverRunpath").with_stderr_verbosity(args.common.verbose);
@@ -142,14 +143,10 @@ fn run(args: Args) -> anyhow::Result<u8> {
     drop((stdout, stderr));
     let mut status = emit::exit_status(&report, &cfg);
     if !bad_arguments.is_empty() {
-        status = cli::EXIT_FAILURE;
+        status = ExitStatus::Failure;
     }
     if !text {
-        cli::print_json(&serde_json::json!({
-            "report": report,
-            "argument_errors": bad_arguments,
-            "status": status,
-        }))?;
+        cli::print_json(&Envelope::with_status("report", &report, &bad_arguments, status))?;
     }
     Ok(status)
 }

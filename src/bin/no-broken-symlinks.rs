@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Parser;
 use nix_cuda_hooks::buildenv::{under, BuildEnv};
-use nix_cuda_hooks::cli::{self, CommonArgs, Format, EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK};
+use nix_cuda_hooks::cli::{self, CommonArgs};
 use nix_cuda_hooks::log::Logger;
+use nix_cuda_hooks::output::{Envelope, ExitStatus, Format};
 use nix_cuda_hooks::symlinks::{self, Policy};
 
 /// Fail when an output holds dangling or reflexive symlinks (Nixpkgs'
@@ -68,12 +69,12 @@ fn main() -> std::process::ExitCode {
     cli::run("no-broken-symlinks", || run(args))
 }
 
-fn run(args: Args) -> anyhow::Result<u8> {
+fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let env = BuildEnv::from_env()?;
     // Outside a build, asking for extra findings means wanting to see them.
     let log = Logger::from_env("noBrokenSymlinks").with_stderr_verbosity(args.common.verbose);
     if args.paths.is_empty() && env.flag("dontCheckForBrokenSymlinks") {
-        return Ok(EXIT_OK);
+        return Ok(ExitStatus::Ok);
     }
     let targets = env.targets(&args.paths)?;
     let explicit = !args.paths.is_empty();
@@ -87,7 +88,7 @@ fn run(args: Args) -> anyhow::Result<u8> {
         keep_all: args.common.format == Format::Json,
     };
     let mut reports = Vec::new();
-    let mut status = EXIT_OK;
+    let mut status = ExitStatus::Ok;
     let mut bad_arguments = Vec::new();
     for target in targets {
         let mut policy = policy.clone();
@@ -115,19 +116,15 @@ fn run(args: Args) -> anyhow::Result<u8> {
         let failed = report.broken() || (args.strict && report.extra > 0);
         reports.push(report);
         if failed {
-            status = EXIT_FINDINGS;
+            status = ExitStatus::Findings;
             break;
         }
     }
     if !bad_arguments.is_empty() {
-        status = EXIT_FAILURE;
+        status = ExitStatus::Failure;
     }
     if args.common.format == Format::Json {
-        cli::print_json(&serde_json::json!({
-            "outputs": reports,
-            "argument_errors": bad_arguments,
-            "status": status,
-        }))?;
+        cli::print_json(&Envelope::with_status("outputs", &reports, &bad_arguments, status))?;
     }
     Ok(status)
 }

@@ -211,6 +211,37 @@ pub enum PtxVerdict {
     Unknown,
 }
 
+/// Why a capability's code does not run on a driver, as the coverage
+/// verdict keeps it: the driver's own verdict, not a word for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotRunning {
+    /// The driver cannot load the file's runtime ([`RuntimeVerdict::TooNew`]
+    /// or [`RuntimeVerdict::BelowMinorFloor`]).
+    Runtime(RuntimeVerdict),
+    /// The driver cannot JIT-compile the PTX ([`PtxVerdict::TooNew`]).
+    Ptx(PtxVerdict),
+    /// Not decided: the runtime's version or the PTX's ISA is unknown.
+    Unknown,
+}
+
+impl NotRunning {
+    /// `runtime-too-new`, `ptx-too-new`, `unknown`: the word reports use.
+    pub fn id(self) -> &'static str {
+        match self {
+            NotRunning::Runtime(_) => "runtime-too-new",
+            NotRunning::Ptx(PtxVerdict::TooNew { .. }) => "ptx-too-new",
+            NotRunning::Ptx(_) | NotRunning::Unknown => "unknown",
+        }
+    }
+}
+
+/// In JSON a reason is its word (`"reason": "ptx-too-new"`).
+impl serde::Serialize for NotRunning {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.id())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -108,23 +108,20 @@ pub fn emit(report: &RunReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result
 /// The exit status: 2 when an I/O error happened, 1 when an ELF file could
 /// not be patched (unless `--skip-unsupported`), an output is missing, or
 /// `--check` found work; else 0.
-pub fn exit_status(report: &RunReport, cfg: &Config) -> u8 {
-    let mut status = crate::cli::EXIT_OK;
-    for f in &report.files {
-        match (f.action, f.error_kind) {
-            (Action::Error, Some(ErrorKind::Io)) => return crate::cli::EXIT_FAILURE,
-            (Action::Error, _) if !cfg.skip_unsupported => status = crate::cli::EXIT_FINDINGS,
-            (Action::WouldPatch, _) => status = crate::cli::EXIT_FINDINGS,
-            _ => {}
-        }
-    }
-    if !report.walk_errors.is_empty() {
-        return crate::cli::EXIT_FAILURE;
-    }
-    if !report.missing_outputs.is_empty() {
-        status = crate::cli::EXIT_FINDINGS;
-    }
-    status
+pub fn exit_status(report: &RunReport, cfg: &Config) -> crate::output::ExitStatus {
+    let io = report
+        .files
+        .iter()
+        .any(|f| f.error_kind == Some(ErrorKind::Io) && f.action == Action::Error);
+    let findings = report.files.iter().any(|f| match f.action {
+        Action::Error => !cfg.skip_unsupported,
+        Action::WouldPatch => true,
+        _ => false,
+    });
+    crate::output::ExitStatus::of(
+        io || !report.walk_errors.is_empty(),
+        findings || !report.missing_outputs.is_empty(),
+    )
 }
 
 #[cfg(test)]
@@ -188,7 +185,7 @@ mod tests {
         );
         assert_eq!(stdout, b"autoFixElfFiles: skipping a statically-linked ELF file /o/lib/a.a\n");
         assert_eq!(stderr, b"autoFixElfFiles: using addDriverRunpath to fix /o/bin/p\n");
-        assert_eq!(exit_status(&report, &cfg), crate::cli::EXIT_FINDINGS);
+        assert_eq!(exit_status(&report, &cfg), crate::output::ExitStatus::Findings);
         // JSON format: nothing on stdout.
         assert!(emitted(&report, &cfg, false)[2].is_empty());
     }
@@ -201,15 +198,24 @@ mod tests {
         elf.error_kind = Some(ErrorKind::Elf);
         let mut io = file("/y", Action::Error);
         io.error_kind = Some(ErrorKind::Io);
-        assert_eq!(exit_status(&run(vec![file("/p", Action::Patched)]), &cfg), crate::cli::EXIT_OK);
-        assert_eq!(exit_status(&run(vec![file("/p", Action::WouldPatch)]), &cfg), 1);
-        assert_eq!(exit_status(&run(vec![elf.clone()]), &cfg), 1);
-        assert_eq!(exit_status(&run(vec![elf.clone(), io.clone()]), &cfg), 2);
+        assert_eq!(
+            exit_status(&run(vec![file("/p", Action::Patched)]), &cfg),
+            crate::output::ExitStatus::Ok
+        );
+        assert_eq!(
+            exit_status(&run(vec![file("/p", Action::WouldPatch)]), &cfg),
+            crate::output::ExitStatus::Findings
+        );
+        assert_eq!(exit_status(&run(vec![elf.clone()]), &cfg), crate::output::ExitStatus::Findings);
+        assert_eq!(
+            exit_status(&run(vec![elf.clone(), io.clone()]), &cfg),
+            crate::output::ExitStatus::Failure
+        );
         cfg.skip_unsupported = true;
-        assert_eq!(exit_status(&run(vec![elf]), &cfg), 0);
-        assert_eq!(exit_status(&run(vec![io]), &cfg), 2);
+        assert_eq!(exit_status(&run(vec![elf]), &cfg), crate::output::ExitStatus::Ok);
+        assert_eq!(exit_status(&run(vec![io]), &cfg), crate::output::ExitStatus::Failure);
         let walk = RunReport { walk_errors: vec!["e".into()], ..RunReport::default() };
-        assert_eq!(exit_status(&walk, &cfg), 2);
+        assert_eq!(exit_status(&walk, &cfg), crate::output::ExitStatus::Failure);
         assert_eq!(Summary::default(), walk.summary);
     }
 }

@@ -25,6 +25,7 @@ use std::path::Path;
 
 use crate::devicecode::host::{self, Object, NV_FATBIN};
 use crate::fatbin::{Entry, Kind, Region, Variant};
+use crate::output::Cuobjdump;
 
 /// What to list.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -283,7 +284,7 @@ pub struct Outcome {
     /// stderr messages, in order.
     pub messages: Vec<Message>,
     /// cuobjdump's exit status: 0, 1 (cannot open / not readable), 255 (no device code).
-    pub status: u8,
+    pub status: Cuobjdump,
 }
 
 /// Lists `path` exactly as `cuobjdump --list-elf/--list-ptx [-all] PATH`
@@ -297,7 +298,10 @@ pub fn list_path(
 ) -> io::Result<Outcome> {
     let display = display_path(path, cwd);
     let quote = |prefix: &[u8], suffix: &[u8]| [prefix, &display, suffix].concat();
-    let fatal = |text: Vec<u8>| Outcome { messages: vec![Message::new(true, &[&text])], status: 1 };
+    let fatal = |text: Vec<u8>| Outcome {
+        messages: vec![Message::new(true, &[&text])],
+        status: Cuobjdump::Failed,
+    };
     let data = match host::map(path) {
         Ok(d) => d,
         // cuobjdump reports a folder as an allocation failure (13.5, measured).
@@ -336,7 +340,8 @@ pub fn list_path(
 /// Lists several paths one after the other, as separate cuobjdump runs
 /// would (counters restart per file): lines to `out`, each file's messages
 /// to `err` after its lines (`prog` names the program in them). The status
-/// is 1 if any run would fail, else 255 if any had no device code, else 0.
+/// is the worst of the runs' (1 if any would fail, else 255 if any had no
+/// device code, else 0).
 pub fn list_paths(
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -344,19 +349,15 @@ pub fn list_paths(
     cwd: &Path,
     options: ListOptions,
     prog: &str,
-) -> io::Result<u8> {
-    let mut status = 0u8;
+) -> io::Result<Cuobjdump> {
+    let mut status = Cuobjdump::Listed;
     for path in paths {
         let outcome = list_path(out, path, cwd, options)?;
         out.flush()?;
         for m in &outcome.messages {
             err.write_all(&m.line(prog))?;
         }
-        status = match (status, outcome.status) {
-            (1, _) | (_, 1) => 1,
-            (255, _) | (_, 255) => 255,
-            _ => 0,
-        };
+        status = status.max(outcome.status);
     }
     out.flush()?;
     Ok(status)
@@ -367,12 +368,12 @@ pub fn conclude(counts: Counts, options: ListOptions, display: &[u8]) -> Outcome
     let mut messages = Vec::new();
     if counts.damaged {
         messages.push(Message::new(true, &[b"Invalid fatbin header in '", display, b"'"]));
-        return Outcome { messages, status: 1 };
+        return Outcome { messages, status: Cuobjdump::Failed };
     }
     if !counts.device_code {
         messages
             .push(Message::new(false, &[b"File '", display, b"' does not contain device code"]));
-        return Outcome { messages, status: 255 };
+        return Outcome { messages, status: Cuobjdump::NoDeviceCode };
     }
     for (asked, n, what) in [(options.elf, counts.elf, "ELF"), (options.ptx, counts.ptx, "PTX")] {
         if asked && n == 0 {
@@ -388,7 +389,7 @@ pub fn conclude(counts: Counts, options: ListOptions, display: &[u8]) -> Outcome
             ));
         }
     }
-    Outcome { messages, status: 0 }
+    Outcome { messages, status: Cuobjdump::Listed }
 }
 
 #[cfg(test)]

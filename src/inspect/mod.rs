@@ -17,6 +17,7 @@ use crate::devicecode::model::PtxIsa;
 use crate::devicecode::traverse::{self, Part};
 use crate::devicecode::{DeviceCode, Ptx, Sass};
 use crate::fatbin::{codec, cubin, Arch, Codec, Container, Entry, FatbinError, Kind, Region};
+use crate::output::ExitStatus;
 
 /// How much to read.
 #[derive(Debug, Clone, Copy, Default)]
@@ -145,13 +146,49 @@ pub struct Summary {
     pub deep: bool,
 }
 
+/// What a file was read as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFormat {
+    /// Not read: it could not be opened, or its bytes are not an object
+    /// the readers can take apart (`error` in reports).
+    NotRead,
+    /// Read, and no object: nothing to look into (`other`).
+    NotObject,
+    /// An object: `elf`, `archive`, `fatbin`, `cubin`.
+    Object(&'static str),
+}
+
+impl FileFormat {
+    /// The word reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileFormat::NotRead => "error",
+            FileFormat::NotObject => "other",
+            FileFormat::Object(name) => name,
+        }
+    }
+}
+
+impl std::fmt::Display for FileFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// In JSON a format is its word (`"format": "elf"`).
+impl serde::Serialize for FileFormat {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 /// Everything about one file.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FileReport {
     /// The path as given or found.
     pub path: String,
     /// `elf`, `archive`, `fatbin`, `cubin`, `other`, `error`.
-    pub format: &'static str,
+    pub format: FileFormat,
     /// File size.
     pub size: u64,
     /// Whether the file holds device code (what cuobjdump would list).
@@ -174,7 +211,7 @@ impl FileReport {
     pub fn new(path: String) -> Self {
         FileReport {
             path,
-            format: "error",
+            format: FileFormat::NotRead,
             size: 0,
             device_code: false,
             sections: Vec::new(),
@@ -221,7 +258,10 @@ pub fn inspect_bytes_with(
 ) {
     match host::parse_with(data, &mut |part| release(part)) {
         Ok(object) => {
-            report.format = object.format();
+            report.format = match object {
+                Object::Other => FileFormat::NotObject,
+                _ => FileFormat::Object(object.format()),
+            };
             let budget = codec::Budget::per_file();
             let ctx = Ctx { options, release, budget: &budget };
             traverse::for_each_unit(&object, thin_base, &mut |member, unit| match unit {
@@ -533,7 +573,8 @@ pub fn inspect_paths(
                 }
                 let mut r = inspect_path(p, options);
                 r.path = shown(p).to_string_lossy().into_owned();
-                (r.device_code || !r.errors.is_empty() && r.format != "other").then_some(r)
+                (r.device_code || !r.errors.is_empty() && r.format != FileFormat::NotObject)
+                    .then_some(r)
             });
         errors.extend(walked.errors.iter().map(|e| e.to_string()));
         reports.extend(walked.items.into_iter().map(|(_, r)| r));
@@ -543,13 +584,9 @@ pub fn inspect_paths(
 
 /// `--summary`'s exit status: 2 when a path could not be read (or walked),
 /// else 1 when a file's device code is damaged, else 0.
-pub fn exit_status(reports: &[FileReport], walk_errors: usize) -> u8 {
-    use crate::cli::{EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK};
-    if walk_errors > 0 || reports.iter().any(|r| r.format == "error") {
-        EXIT_FAILURE
-    } else if reports.iter().any(|r| !r.errors.is_empty()) {
-        EXIT_FINDINGS
-    } else {
-        EXIT_OK
-    }
+pub fn exit_status(reports: &[FileReport], walk_errors: usize) -> ExitStatus {
+    ExitStatus::of(
+        walk_errors > 0 || reports.iter().any(|r| r.format == FileFormat::NotRead),
+        reports.iter().any(|r| !r.errors.is_empty()),
+    )
 }

@@ -18,7 +18,7 @@ pub fn write<F: Serialize>(log: &Logger, report: &Report<F>) {
         log.log(level, &Msg::new("").p(&f.path).s(": [").s(f.check.id()).s("] ").s(&f.message));
     }
     for failure in &report.failures {
-        log.error(&Msg::new("cannot examine ").s(failure));
+        log.error(&Msg::new("cannot examine ").s(&failure.to_string()));
     }
     let s = &report.summary;
     let level = if s.errors + s.failures > 0 { Level::Error } else { Level::Info };

@@ -4,9 +4,11 @@
 
 use std::io::{self, Write};
 
-use super::{sanitize, Report};
+use super::Report;
 use crate::audit::FileFacts;
 use crate::cuda::capabilities::Runs;
+use crate::cuda::driver::{NotRunning, PtxVerdict};
+use crate::output::{sanitize, Controls};
 
 /// Writes the headed `device code:` section (nothing when no file has any).
 pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> {
@@ -42,7 +44,12 @@ pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> 
                 parts.push(format!("{label} {}", names(&set, ptx)));
             }
         }
-        writeln!(out, "  {}: {}", sanitize(&f.path.to_string_lossy()), parts.join("; "))?;
+        writeln!(
+            out,
+            "  {}: {}",
+            sanitize(&f.path.to_string_lossy(), Controls::Replace),
+            parts.join("; ")
+        )?;
         if !f.coverage.is_empty() {
             let each: Vec<String> = f
                 .coverage
@@ -56,10 +63,12 @@ pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> 
                     (Some(code), _, Some(v)) => {
                         let isa = c.ptx_isa.as_deref().unwrap_or("unknown");
                         match (v.reason, &v.needs_cuda) {
-                            (Some("ptx-too-new"), Some(needs)) => format!(
-                                "{}: PTX {code}, ISA {isa} needs CUDA {needs} driver (has {})",
-                                c.capability, v.has_cuda
-                            ),
+                            (Some(NotRunning::Ptx(PtxVerdict::TooNew { .. })), Some(needs)) => {
+                                format!(
+                                    "{}: PTX {code}, ISA {isa} needs CUDA {needs} driver (has {})",
+                                    c.capability, v.has_cuda
+                                )
+                            }
                             _ => {
                                 format!("{}: PTX {code}, ISA {isa} ({})", c.capability, verdict(v))
                             }
@@ -78,10 +87,10 @@ pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> 
 fn verdict(v: &crate::audit::DriverVerdict) -> String {
     match (v.runs, v.reason, &v.needs_cuda) {
         (true, _, _) => "runs".to_string(),
-        (false, Some("runtime-too-new"), Some(needs)) => {
+        (false, Some(NotRunning::Runtime(_)), Some(needs)) => {
             format!("runtime needs CUDA {needs} driver, has {}", v.has_cuda)
         }
-        (false, Some("ptx-too-new"), Some(needs)) => {
+        (false, Some(NotRunning::Ptx(PtxVerdict::TooNew { .. })), Some(needs)) => {
             format!("needs CUDA {needs} driver, has {}", v.has_cuda)
         }
         _ => "not decided".to_string(),

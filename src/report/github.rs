@@ -65,7 +65,7 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Resul
     for failure in &report.failures {
         if shown[0] < limit[0] {
             shown[0] += 1;
-            writeln!(out, "::error title={TOOL}::{}", escape_data(failure))?;
+            writeln!(out, "::error title={TOOL}::{}", escape_data(&failure.to_string()))?;
         }
     }
     for f in &report.findings {
@@ -119,7 +119,11 @@ mod tests {
                 "m",
             ));
         }
-        let failures = (0..failures).map(|i| format!("/f{i}: unreadable")).collect();
+        let failures = (0..failures)
+            .map(|i| {
+                crate::audit::failure::Failure::unreadable(format!("/f{i}").as_ref(), "unreadable")
+            })
+            .collect();
         Report::new(Vec::new(), findings, failures, 0)
     }
 

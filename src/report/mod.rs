@@ -15,32 +15,9 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+use crate::audit::failure::Failure;
 use crate::audit::finding::{Finding, Severity};
-
-/// Report format of the audit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Grouped per file, for people (colour on a terminal).
-    Text,
-    /// One JSON document (schema in docs/cuda-elf-inspect.md).
-    Json,
-    /// SARIF 2.1.0, for code-scanning services.
-    Sarif,
-    /// GitHub Actions workflow commands (annotations).
-    Github,
-}
-
-impl Format {
-    /// The name as `--format` takes it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Text => "text",
-            Format::Json => "json",
-            Format::Sarif => "sarif",
-            Format::Github => "github",
-        }
-    }
-}
+use crate::output::{ExitStatus, Format};
 
 /// When to colour text output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -93,8 +70,8 @@ pub struct Report<F: Serialize> {
     pub files: Vec<F>,
     /// Findings, sorted by path then check.
     pub findings: Vec<Finding>,
-    /// Files the tool could not examine, with the reason (`path: message`).
-    pub failures: Vec<String>,
+    /// Files the tool could not examine, with the reason.
+    pub failures: Vec<Failure>,
     /// Counts.
     pub summary: Summary,
 }
@@ -121,7 +98,7 @@ impl<F: Serialize> Report<F> {
     pub fn new(
         files: Vec<F>,
         mut findings: Vec<Finding>,
-        failures: Vec<String>,
+        failures: Vec<Failure>,
         baselined: usize,
     ) -> Self {
         findings.sort_by(|a, b| {
@@ -143,15 +120,8 @@ impl<F: Serialize> Report<F> {
 impl<F: Serialize> Report<F> {
     /// The audit's exit status: 2 when a file could not be examined, 1 for
     /// error findings (not baselined), else 0.
-    pub fn exit_status(&self) -> u8 {
-        use crate::cli::{EXIT_FAILURE, EXIT_FINDINGS, EXIT_OK};
-        if self.summary.failures > 0 {
-            EXIT_FAILURE
-        } else if self.summary.errors > 0 {
-            EXIT_FINDINGS
-        } else {
-            EXIT_OK
-        }
+    pub fn exit_status(&self) -> ExitStatus {
+        ExitStatus::of(self.summary.failures > 0, self.summary.errors > 0)
     }
 }
 
@@ -165,7 +135,7 @@ struct JsonDoc<'a, F: Serialize> {
     version: &'static str,
     files: &'a [F],
     findings: &'a [Finding],
-    failures: &'a [String],
+    failures: &'a [Failure],
     summary: &'a Summary,
 }
 
@@ -186,10 +156,4 @@ pub fn json<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Result
 /// `1 file`, `2 files`: counts in reports read as English.
 pub fn count(n: usize, singular: &str, plural: &str) -> String {
     format!("{n} {}", if n == 1 { singular } else { plural })
-}
-
-/// Replaces control characters in a path or message before it reaches a
-/// terminal or a one-line format (a file name can hold an escape sequence).
-pub fn sanitize(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { char::REPLACEMENT_CHARACTER } else { c }).collect()
 }

@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use crate::fatbin::Arch;
-use crate::inspect::{summarise, FileReport};
+use crate::inspect::{summarise, FileFormat, FileReport};
+use crate::output::{sanitize, Controls};
 
 fn archs(set: &BTreeSet<Arch>) -> String {
     let mut v: Vec<&Arch> = set.iter().collect();
@@ -22,19 +23,12 @@ fn bytes(n: u64) -> String {
     }
 }
 
-/// A path fit for a terminal: control characters (a newline in a file
-/// name, an escape sequence) are shown escaped, not sent.
-pub fn escape_controls(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
-        .collect()
-}
-
 /// Writes the human summary of one file.
 pub fn write(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
     let s = &r.summary;
-    let path = escape_controls(&r.path);
-    if r.format == "error" {
+    // Escaped, not replaced: the summary says exactly which byte a name holds.
+    let path = sanitize(&r.path, Controls::Escape);
+    if r.format == FileFormat::NotRead {
         writeln!(out, "{}: not read", path)?;
     } else if !r.device_code {
         writeln!(out, "{}: no device code ({})", path, r.format)?;
@@ -97,15 +91,4 @@ pub fn write(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
         writeln!(out, "  error: {e}")?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::escape_controls;
-
-    #[test]
-    fn control_characters_in_paths_are_escaped() {
-        assert_eq!(escape_controls("lib\nx\u{1b}[31m.so"), "lib\\nx\\u{1b}[31m.so");
-        assert_eq!(escape_controls("plain/é.so"), "plain/é.so");
-    }
 }

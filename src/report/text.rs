@@ -5,8 +5,9 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::{sanitize, Report};
+use super::Report;
 use crate::audit::finding::{CheckId, Finding, Severity, Subject};
+use crate::output::{sanitize, Controls};
 
 /// Writes findings grouped by file, each with its why and fix, then a summary.
 pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool) -> io::Result<()> {
@@ -32,7 +33,7 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool)
             if current.is_some() {
                 writeln!(out)?;
             }
-            writeln!(out, "{}", sanitize(&f.path.to_string_lossy()))?;
+            writeln!(out, "{}", sanitize(&f.path.to_string_lossy(), Controls::Replace))?;
             current = Some(&f.path);
         }
         let (on, off) = paint(f.severity);
@@ -54,7 +55,7 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool)
                     "  {on}{}{off} [{}] not requested: {}",
                     f.severity,
                     f.check,
-                    sanitize(&unrequested_list(&archs))
+                    sanitize(&unrequested_list(&archs), Controls::Replace)
                 )?;
                 if explained.insert(f.check) {
                     writeln!(out, "      why: {}", f.check.why())?;
@@ -63,7 +64,13 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool)
                 continue;
             }
         }
-        writeln!(out, "  {on}{}{off} [{}] {}", f.severity, f.check, sanitize(&f.message))?;
+        writeln!(
+            out,
+            "  {on}{}{off} [{}] {}",
+            f.severity,
+            f.check,
+            sanitize(&f.message, Controls::Replace)
+        )?;
         if explained.insert(f.check) {
             writeln!(out, "      why: {}", f.check.why())?;
             writeln!(out, "      fix: {}", f.check.fix())?;
@@ -71,7 +78,7 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>, color: bool)
     }
     for failure in &report.failures {
         let (on, off) = paint(Severity::Error);
-        writeln!(out, "{on}failed{off}: {}", sanitize(failure))?;
+        writeln!(out, "{on}failed{off}: {}", sanitize(&failure.to_string(), Controls::Replace))?;
     }
     let s = &report.summary;
     if !report.findings.is_empty() || !report.failures.is_empty() {

@@ -30,6 +30,19 @@ pub struct Mount {
     pub in_store: bool,
 }
 
+impl Mount {
+    /// The name under which `local`, a path inside this mount's copy (a
+    /// walk error's path), is reported: the same path below the store name.
+    /// `None` for a path outside the copy.
+    pub fn logical_of(&self, local: &Path) -> Option<PathBuf> {
+        let rel = local.strip_prefix(&self.local).ok()?;
+        Some(match rel.as_os_str().is_empty() {
+            true => self.logical.clone(),
+            false => self.logical.join(rel),
+        })
+    }
+}
+
 /// Where a logical path's file is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Located {

@@ -1,29 +1,42 @@
-//! What every binary shares at its edge: common flags, the error-message
-//! style (`tool: message`), and exit codes.
+//! The front ends of the three binaries, the top of the layering: what
+//! every binary shares at its edge (common flags, the error-message style
+//! `tool: message`, the exit status of an error), and per binary its
+//! arguments and the glue from them to the library ([`inspect`]). Nothing
+//! in the library imports this module.
 //!
-//! Exit codes follow one rule across the tools: 0 all good, 1 the input has a
-//! problem the tool exists to find (a broken link, an ELF that needs patching
-//! under `--check`, an error finding), 2 the tool itself failed (bad
-//! arguments, unreadable build environment, I/O errors it could not get past).
+//! Exit statuses follow one rule across the tools ([`ExitStatus`]).
+
+pub mod inspect;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-/// Output format of a binary's report on stdout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Human text (and setup.sh-style log lines inside a build).
-    Text,
-    /// One JSON document on stdout (schema in docs/).
-    Json,
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+
+pub use crate::output::{ExitStatus, Format};
+
+/// The `--format` of the hooks: text or JSON, in their words.
+pub const HOOK_FORMATS: &[(Format, &str)] = &[
+    (Format::Text, "Human text (and setup.sh-style log lines inside a build)"),
+    (Format::Json, "One JSON document on stdout (schema in docs/)"),
+];
+
+/// A `--format` parser accepting only `formats`, each shown in `--help`
+/// with its words: one [`Format`] for every binary, each its own subset.
+pub fn format_parser(
+    formats: &'static [(Format, &'static str)],
+) -> impl TypedValueParser<Value = Format> {
+    let values = formats.iter().map(|(f, help)| PossibleValue::new(f.name()).help(*help));
+    // The parser has checked the name is one of `formats`.
+    PossibleValuesParser::new(values).map(|name| Format::from_name(&name).unwrap_or(Format::Text))
 }
 
 /// Flags every binary accepts.
 #[derive(Clone, Debug, clap::Args)]
 pub struct CommonArgs {
     /// Report format on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, value_parser = format_parser(HOOK_FORMATS), default_value = "text")]
     pub format: Format,
     /// Outside a build, log more on stderr: errors and warnings always, -v
     /// notices, -vv infos, up to -vvvvvv. Inside a build NIX_DEBUG decides.
@@ -31,24 +44,17 @@ pub struct CommonArgs {
     pub verbose: u8,
 }
 
-/// Exit status: the input is fine.
-pub const EXIT_OK: u8 = 0;
-/// Exit status: the input has problems (findings).
-pub const EXIT_FINDINGS: u8 = 1;
-/// Exit status: the tool failed.
-pub const EXIT_FAILURE: u8 = 2;
-
-/// Runs a binary's body and maps its result to an exit code: `Ok(code)` as
-/// is, `Err` printed as `tool: message: cause` with status 2. A closed stdout
-/// (`| head`) ends the program quietly, as coreutils do.
-pub fn run(tool: &str, body: impl FnOnce() -> anyhow::Result<u8>) -> ExitCode {
+/// Runs a binary's body and maps its result to an exit code: `Ok(status)`
+/// as is, `Err` printed as `tool: message: cause` with status 2. A closed
+/// stdout (`| head`) ends the program quietly, as coreutils do.
+pub fn run(tool: &str, body: impl FnOnce() -> anyhow::Result<ExitStatus>) -> ExitCode {
     match body() {
-        Ok(code) => ExitCode::from(code),
+        Ok(status) => ExitCode::from(status),
         Err(err) => {
             if err.chain().any(|c| {
                 c.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
             }) {
-                return ExitCode::from(EXIT_OK);
+                return ExitCode::from(ExitStatus::Ok);
             }
             // Library errors already name their cause ("path: no such file
             // or directory"); append a cause only when it says something new.
@@ -63,7 +69,7 @@ pub fn run(tool: &str, body: impl FnOnce() -> anyhow::Result<u8>) -> ExitCode {
                 }
             }
             let _ = writeln!(io::stderr(), "{msg}");
-            ExitCode::from(EXIT_FAILURE)
+            ExitCode::from(ExitStatus::Failure)
         }
     }
 }
