@@ -10,6 +10,9 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
+pub mod driver_runpath;
+pub mod symlinks;
+
 /// Output format of a binary's report on stdout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
