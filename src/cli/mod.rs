@@ -6,7 +6,9 @@
 //!
 //! Exit statuses follow one rule across the tools ([`ExitStatus`]).
 
+pub mod driver_runpath;
 pub mod inspect;
+pub mod symlinks;
 
 use std::ffi::OsString;
 use std::io::{self, Write};

@@ -12,7 +12,7 @@
 
 use std::io::{self, Write};
 
-use super::{Action, Config, ErrorKind, RunReport, WalkEvent};
+use super::{Action, Config, ErrorKind, FileReport, RunReport, WalkEvent};
 use crate::elf::classify::Skip;
 use crate::log::{Level, Logger, Msg};
 
@@ -34,6 +34,15 @@ pub struct Sinks<'a> {
 /// Writes the report of `report` (see the module documentation).
 pub fn emit(report: &RunReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result<()> {
     let (fix_log, add_log) = (out.fix_log, out.add_log);
+    emit_events(report, fix_log, add_log);
+    for f in &report.files {
+        emit_file(f, cfg, out)?;
+    }
+    Ok(())
+}
+
+/// The walk's events, in order.
+fn emit_events(report: &RunReport, fix_log: &Logger, add_log: &Logger) {
     for event in &report.events {
         match event {
             WalkEvent::MissingOutput(p) => {
@@ -48,57 +57,59 @@ pub fn emit(report: &RunReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result
             }
         }
     }
-    for f in &report.files {
-        match f.action {
-            Action::Patched => {
-                // Upstream's unconditional line, on stderr.
-                let mut line = b"autoFixElfFiles: using addDriverRunpath to fix ".to_vec();
-                line.extend_from_slice(Msg::new("").p(&f.path).0.as_slice());
-                line.push(b'\n');
-                let _ = out.stderr.write_all(&line);
-            }
-            Action::WouldPatch => {
-                if out.text {
-                    let mut line = Msg::new("would patch ")
-                        .p(&f.path)
-                        .s(": ")
-                        .s(f.old.as_deref().unwrap_or("(none)"))
-                        .s(" -> ")
-                        .s(f.new.as_deref().unwrap_or(""));
-                    line.0.push(b'\n');
-                    out.stdout.write_all(&line.0)?;
-                }
-            }
-            Action::Unchanged => add_log.info(
-                &Msg::new("")
+}
+
+/// One file's lines.
+fn emit_file(f: &FileReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result<()> {
+    let (fix_log, add_log) = (out.fix_log, out.add_log);
+    match f.action {
+        Action::Patched => {
+            // Upstream's unconditional line, on stderr.
+            let mut line = b"autoFixElfFiles: using addDriverRunpath to fix ".to_vec();
+            line.extend_from_slice(Msg::new("").p(&f.path).0.as_slice());
+            line.push(b'\n');
+            let _ = out.stderr.write_all(&line);
+        }
+        Action::WouldPatch => {
+            if out.text {
+                let mut line = Msg::new("would patch ")
                     .p(&f.path)
-                    .s(" already has ")
-                    .s(f.driver_entry.as_deref().unwrap_or("the driver entry"))
-                    .s(if cfg.compat_entry.is_some() {
-                        " after the compat folder at the front of its search path; left untouched"
-                    } else {
-                        " in its search path; left untouched"
-                    }),
-            ),
-            Action::Skipped => {
-                let skip = f.skip.unwrap_or(Skip::Static);
-                if skip.upstream_skips() && out.text && fix_log.asked_for(Level::Warn) {
-                    let mut line =
-                        Msg::new("autoFixElfFiles: skipping a statically-linked ELF file ")
-                            .p(&f.path)
-                            .0;
-                    line.push(b'\n');
-                    out.stdout.write_all(&line)?;
-                }
-                fix_log.info(&Msg::new("skipping ").p(&f.path).s(": ").s(skip.describe()));
+                    .s(": ")
+                    .s(f.old.as_deref().unwrap_or("(none)"))
+                    .s(" -> ")
+                    .s(f.new.as_deref().unwrap_or(""));
+                line.0.push(b'\n');
+                out.stdout.write_all(&line.0)?;
             }
-            Action::Error => {
-                let msg = Msg::new("").p(&f.path).s(": ").s(f.error.as_deref().unwrap_or("error"));
-                if cfg.skip_unsupported && f.error_kind == Some(ErrorKind::Elf) {
-                    add_log.warn(&msg.s(" (skipped: --skip-unsupported)"));
+        }
+        Action::Unchanged => add_log.info(
+            &Msg::new("")
+                .p(&f.path)
+                .s(" already has ")
+                .s(f.driver_entry.as_deref().unwrap_or("the driver entry"))
+                .s(if cfg.compat_entry.is_some() {
+                    " after the compat folder at the front of its search path; left untouched"
                 } else {
-                    add_log.error(&msg);
-                }
+                    " in its search path; left untouched"
+                }),
+        ),
+        Action::Skipped => {
+            let skip = f.skip.unwrap_or(Skip::Static);
+            if skip.upstream_skips() && out.text && fix_log.asked_for(Level::Warn) {
+                let mut line = Msg::new("autoFixElfFiles: skipping a statically-linked ELF file ")
+                    .p(&f.path)
+                    .0;
+                line.push(b'\n');
+                out.stdout.write_all(&line)?;
+            }
+            fix_log.info(&Msg::new("skipping ").p(&f.path).s(": ").s(skip.describe()));
+        }
+        Action::Error => {
+            let msg = Msg::new("").p(&f.path).s(": ").s(f.error.as_deref().unwrap_or("error"));
+            if cfg.skip_unsupported && f.error_kind == Some(ErrorKind::Elf) {
+                add_log.warn(&msg.s(" (skipped: --skip-unsupported)"));
+            } else {
+                add_log.error(&msg);
             }
         }
     }

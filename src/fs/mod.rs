@@ -1,8 +1,10 @@
 //! The file system as the tools meet it: the parallel, deterministic walk of
-//! output trees and the atomic replacement of a file we rewrite.
+//! output trees, the atomic replacement of a file we rewrite, and the paths
+//! a user types (a `result` link resolved once, files named under it).
 //!
 //! Imports only [`crate::error`]: everything above reads and writes files
 //! through here.
 
 pub mod atomic;
+pub mod typed;
 pub mod walk;

@@ -1,0 +1,196 @@
+//! What a run found and did: per file ([`FileReport`]), per walk event
+//! ([`WalkEvent`]), and in total ([`RunReport`], [`Summary`]). The JSON
+//! output is these types serialized; [`super::emit`] writes the text.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::plan::DriverRule;
+use crate::elf::classify::Skip;
+use crate::elf::patch::Strategy;
+use crate::elf::runpath::Tag;
+use crate::fs::atomic::Recovery;
+
+/// What happened to one file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// The RUNPATH was rewritten.
+    Patched,
+    /// `--check`: it would be rewritten.
+    WouldPatch,
+    /// Already has the driver entry: untouched.
+    Unchanged,
+    /// Not a file we patch: untouched.
+    Skipped,
+    /// Could not be patched: untouched, reported.
+    Error,
+}
+
+/// Whether an error is about the file's content or about I/O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// A malformed or unsupported ELF file (exit 1; a warning with `--skip-unsupported`).
+    Elf,
+    /// The file could not be read or written (exit 2).
+    Io,
+}
+
+/// The report for one inode.
+#[derive(Clone, Debug, Serialize)]
+pub struct FileReport {
+    /// The name that was processed.
+    #[serde(serialize_with = "ser_path")]
+    pub path: PathBuf,
+    /// Other hard links to the same file.
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_paths")]
+    pub links: Vec<PathBuf>,
+    /// What happened.
+    pub action: Action,
+    /// Why it was skipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skip: Option<Skip>,
+    /// The machine the file is for (`x86_64`, `aarch64`, `ppc64le`, ...,
+    /// `e_machine N` for one this project does not name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    /// Which rule chose the driver entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_rule: Option<DriverRule>,
+    /// The driver entry this file gets (or has).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_entry: Option<String>,
+    /// The search path before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old: Option<String>,
+    /// Its tag before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_tag: Option<Tag>,
+    /// The search path written (or to be written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new: Option<String>,
+    /// Its tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<Tag>,
+    /// How the file was rewritten.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<Strategy>,
+    /// Whether it was patched in place (else replaced through a rename).
+    pub in_place: bool,
+    /// Error class.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<ErrorKind>,
+    /// Error text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn ser_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&p.to_string_lossy())
+}
+
+fn ser_paths<S: serde::Serializer>(p: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(p.iter().map(|p| p.to_string_lossy()))
+}
+
+impl FileReport {
+    pub(super) fn new(path: &Path, links: &[PathBuf], action: Action) -> FileReport {
+        FileReport {
+            path: path.to_path_buf(),
+            links: links.to_vec(),
+            action,
+            skip: None,
+            machine: None,
+            driver_rule: None,
+            driver_entry: None,
+            old: None,
+            old_tag: None,
+            new: None,
+            tag: None,
+            strategy: None,
+            in_place: false,
+            error_kind: None,
+            error: None,
+        }
+    }
+
+    pub(super) fn failed(mut self, kind: ErrorKind, message: String) -> FileReport {
+        self.action = Action::Error;
+        self.error_kind = Some(kind);
+        self.error = Some(message);
+        self
+    }
+}
+
+/// Something the walk met or did before any file was processed. Kept in
+/// order, so that the emitter logs them as they happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WalkEvent {
+    /// An output that does not exist (also in [`RunReport::missing_outputs`]).
+    MissingOutput(PathBuf),
+    /// A folder, entry or side file that could not be read, removed or
+    /// replayed (also in [`RunReport::walk_errors`]).
+    Error(String),
+    /// A temporary file left by a killed run, removed.
+    RemovedTemp(PathBuf),
+    /// A journal left by a killed run, replayed and removed.
+    Replayed(PathBuf, Recovery),
+}
+
+/// The result of a whole run.
+#[derive(Debug, Default, Serialize)]
+pub struct RunReport {
+    /// Every ELF file (and every file that failed), sorted by path.
+    pub files: Vec<FileReport>,
+    /// Outputs that do not exist.
+    #[serde(serialize_with = "ser_paths")]
+    pub missing_outputs: Vec<PathBuf>,
+    /// Folders or entries that could not be read.
+    pub walk_errors: Vec<String>,
+    /// Counts.
+    pub summary: Summary,
+    /// What the walk met, in order (for the log; the JSON has the two lists
+    /// above).
+    #[serde(skip)]
+    pub events: Vec<WalkEvent>,
+}
+
+/// Counts of a run.
+#[derive(Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Files rewritten.
+    pub patched: usize,
+    /// Files `--check` would rewrite.
+    pub would_patch: usize,
+    /// ELF files that already had the driver entry.
+    pub unchanged: usize,
+    /// ELF files skipped on purpose.
+    pub skipped: usize,
+    /// Files that failed.
+    pub errors: usize,
+}
+
+impl Summary {
+    pub(super) fn count(files: &[FileReport]) -> Summary {
+        let mut s = Summary::default();
+        for f in files {
+            match f.action {
+                Action::Patched => s.patched += 1,
+                Action::WouldPatch => s.would_patch += 1,
+                Action::Unchanged => s.unchanged += 1,
+                Action::Skipped => s.skipped += 1,
+                Action::Error => s.errors += 1,
+            }
+        }
+        s
+    }
+}
+
+impl RunReport {
+    pub(super) fn walk_error(&mut self, message: String) {
+        self.events.push(WalkEvent::Error(message.clone()));
+        self.walk_errors.push(message);
+    }
+}

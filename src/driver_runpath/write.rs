@@ -1,0 +1,254 @@
+//! Applying a planned rewrite through the atomic writer: in place (append,
+//! verify, one header write, a journal for a killed run) when asked and
+//! possible, else a verified temporary copy renamed over the original.
+//! Either way the result is verified before the original changes, and
+//! device code is proven untouched.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::plan::Change;
+use super::{read_full_at, FileError};
+use crate::elf::patch::{self, Edit, Piece};
+use crate::elf::runpath::Tag;
+use crate::elf::{Elf, ElfError};
+use crate::fs::atomic::{Journal, Replacement};
+
+/// A verified new file, waiting for the original's map and descriptor to
+/// be dropped before it replaces the original.
+pub(super) enum Pending {
+    /// The tail is appended and verified; one write of `edits` switches.
+    InPlace {
+        /// The original, opened for writing.
+        file: File,
+        /// The header write.
+        edits: Vec<Edit>,
+        /// Undoes the tail if we are killed before the switch.
+        journal: Option<Journal>,
+    },
+    /// A temporary copy, ready to be renamed over the original.
+    Replace(Replacement),
+}
+
+/// Writes and verifies the new file for `change` without touching the
+/// original's bytes yet.
+pub(super) fn prepare(
+    path: &Path,
+    file: &File,
+    meta: &Metadata,
+    elf: &Elf<'_>,
+    change: &Change,
+    in_place: bool,
+    sync: bool,
+) -> Result<Pending, FileError> {
+    let rw = &change.rw;
+    for (offset, len) in patch::device_code_ranges(elf) {
+        let end = offset.saturating_add(len);
+        if rw.edits.iter().any(|e| e.offset < end && offset < e.offset + e.bytes.len() as u64) {
+            return Err(ElfError::Verify(format!(
+                "an edit would touch device code at {offset:#x}"
+            ))
+            .into());
+        }
+    }
+    if in_place && one_write(&rw.edits) {
+        if let Some(pending) = try_in_place(path, meta, elf, change, sync)? {
+            return Ok(pending);
+        }
+    }
+    let repl = write_replacement(path, file, elf, rw, &change.value, change.tag)?;
+    Ok(Pending::Replace(repl))
+}
+
+/// In place only when the switch is one write within one page, which no
+/// reader or crash can see half done; otherwise replace.
+fn one_write(edits: &[Edit]) -> bool {
+    match edits {
+        [e] => {
+            !e.bytes.is_empty() && e.offset / 4096 == (e.offset + e.bytes.len() as u64 - 1) / 4096
+        }
+        _ => false,
+    }
+}
+
+/// The in-place mode's first half, or `None` when the file cannot be opened
+/// for writing (a read-only file, a running program): the replacement then
+/// needs only the folder to be writable.
+fn try_in_place(
+    path: &Path,
+    meta: &Metadata,
+    elf: &Elf<'_>,
+    change: &Change,
+    sync: bool,
+) -> Result<Option<Pending>, FileError> {
+    let rwfile = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::ETXTBSY)
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let rw = &change.rw;
+    let old_len = elf.data.len() as u64;
+    // The journal lets a later run undo the appended tail if we are killed
+    // before the switch. A folder we cannot write to gets none: the tail is
+    // then left over (the file still reads as the old one everywhere).
+    let e = &rw.edits[0];
+    let journal = match Journal::create(path, meta, old_len, e.offset, &e.bytes) {
+        Ok(j) => Some(j),
+        Err(err)
+            if matches!(
+                err.source.raw_os_error(),
+                Some(libc::EACCES | libc::EPERM | libc::EROFS)
+            ) =>
+        {
+            None
+        }
+        Err(err) => return Err(err.into()),
+    };
+    append_and_verify(&rwfile, elf, rw, &change.value, change.tag, old_len, sync)?;
+    Ok(Some(Pending::InPlace { file: rwfile, edits: rw.edits.clone(), journal }))
+}
+
+/// Switches the original to the new file; `true` when that was in place.
+pub(super) fn commit(
+    pending: Pending,
+    meta: &Metadata,
+    links: &[PathBuf],
+    sync: bool,
+) -> Result<bool, FileError> {
+    match pending {
+        Pending::InPlace { file, edits, journal } => {
+            // The switch: one write of the ELF header (or of one dynamic tag).
+            for e in &edits {
+                file.write_all_at(&e.bytes, e.offset)?;
+            }
+            if sync {
+                file.sync_data()?;
+            }
+            if let Some(j) = journal {
+                j.finish();
+            }
+            Ok(true)
+        }
+        Pending::Replace(replacement) => {
+            replacement.commit(meta, links, sync)?;
+            Ok(false)
+        }
+    }
+}
+
+/// In-place mode, first half: appends the new pieces after the end of the
+/// file (no old byte changes, so the file is still the old one to every
+/// reader), then verifies a private copy-on-write view with the header edits
+/// applied. On any failure the file is truncated back to its old length.
+fn append_and_verify(
+    f: &File,
+    elf: &Elf<'_>,
+    rw: &patch::Rewrite,
+    value: &[u8],
+    tag: Tag,
+    old_len: u64,
+    sync: bool,
+) -> Result<(), FileError> {
+    let result = (|| -> Result<(), FileError> {
+        write_pieces(f, elf, rw)?;
+        if f.metadata()?.len() != rw.new_len(old_len) {
+            return Err(ElfError::Verify("the file has an unexpected length".into()).into());
+        }
+        if sync {
+            f.sync_data()?;
+        }
+        // SAFETY: a private (copy-on-write) map: our writes to it never reach
+        // the file; the same caveat as the input map applies to others.
+        let mut view = unsafe { memmap2::MmapOptions::new().map_copy(f)? };
+        for e in &rw.edits {
+            let at = e.offset as usize;
+            view.get_mut(at..at + e.bytes.len())
+                .ok_or_else(|| ElfError::Verify("edit outside the file".into()))?
+                .copy_from_slice(&e.bytes);
+        }
+        patch::verify(elf, &view, value, tag)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = f.set_len(old_len);
+    }
+    result
+}
+
+/// Writes the appended pieces of a rewrite.
+fn write_pieces(out: &File, elf: &Elf<'_>, rw: &patch::Rewrite) -> Result<(), FileError> {
+    let mut at = rw.append_at;
+    for piece in &rw.append {
+        let bytes: &[u8] = match piece {
+            Piece::Bytes(b) => b,
+            Piece::Input { offset, len } => elf.slice(*offset, *len, "appended range")?,
+        };
+        out.write_all_at(bytes, at)?;
+        at += bytes.len() as u64;
+    }
+    Ok(())
+}
+
+/// Replacement mode: the whole new file in a temporary file next to the
+/// original, verified, ready to be renamed over it.
+fn write_replacement(
+    path: &Path,
+    file: &File,
+    elf: &Elf<'_>,
+    rw: &patch::Rewrite,
+    value: &[u8],
+    tag: Tag,
+) -> Result<Replacement, FileError> {
+    let repl = Replacement::create(path)?;
+    let out = repl.file();
+    io::copy(&mut &*file, &mut &*out)?;
+    for e in &rw.edits {
+        out.write_all_at(&e.bytes, e.offset)?;
+    }
+    write_pieces(out, elf, rw)?;
+    if out.metadata()?.len() != rw.new_len(elf.data.len() as u64) {
+        return Err(ElfError::Verify("the written file has an unexpected length".into()).into());
+    }
+    // SAFETY: the temporary file is ours alone (created O_EXCL, mode 0600).
+    let new_map = unsafe { memmap2::Mmap::map(out)? };
+    patch::verify(elf, &new_map, value, tag)?;
+    drop(new_map);
+    for (offset, len) in patch::device_code_ranges(elf) {
+        if !same_bytes(file, out, offset, len)? {
+            return Err(ElfError::Verify(format!(
+                "device code at {offset:#x} differs after the copy"
+            ))
+            .into());
+        }
+    }
+    Ok(repl)
+}
+
+/// Whether two files hold the same bytes in `[offset, offset+len)`, read in
+/// bounded chunks (memory stays at 2 MiB whatever the length).
+fn same_bytes(a: &File, b: &File, offset: u64, len: u64) -> io::Result<bool> {
+    const CHUNK: usize = 1 << 20;
+    let (mut x, mut y) = (vec![0u8; CHUNK], vec![0u8; CHUNK]);
+    let mut done = 0u64;
+    while done < len {
+        let n = CHUNK.min((len - done) as usize);
+        let (p, q) = (
+            read_full_at(a, &mut x[..n], offset + done)?,
+            read_full_at(b, &mut y[..n], offset + done)?,
+        );
+        if p != n || q != n || x[..n] != y[..n] {
+            return Ok(false);
+        }
+        done += n as u64;
+    }
+    Ok(true)
+}
