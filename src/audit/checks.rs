@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::dynamic::DynamicFacts;
+use super::dynamic::HostFacts;
 use super::runtime::Runtime;
 use super::{DriverVerdict, Policy};
 use crate::audit::finding::{CheckId, Finding, Subject};
@@ -14,15 +14,16 @@ use crate::cuda::driver::{Driver, NotRunning, PtxVerdict, RuntimeVerdict};
 use crate::devicecode::model::capability;
 use crate::devicecode::model::PtxIsa;
 use crate::devicecode::DeviceCode;
-use crate::elf::machine::Target;
+use crate::elf::dynamic::{DynamicFacts, Kind};
 
 /// RUNPATH/RPATH checks: stubs, driver folder, build folder, empty entries,
 /// RPATH instead of RUNPATH, static cudart.
-pub fn runpath(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Finding>) {
+pub fn runpath(path: &Path, h: &HostFacts, policy: &Policy, out: &mut Vec<Finding>) {
+    let d = &h.loader;
     if !d.dynamic {
         return;
     }
-    if d.static_cudart {
+    if h.static_cudart {
         out.push(Finding::new(
             CheckId::CudartStatic,
             path,
@@ -87,10 +88,10 @@ pub fn runpath(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Fin
             );
         }
     }
-    if d.needs_driver() {
+    if h.needs_driver() {
         let driver = policy.driver_lib.trim_end_matches('/');
         if !entries.iter().any(|e| e.trim_end_matches('/') == driver) {
-            let why = if d.static_cudart {
+            let why = if h.static_cudart {
                 "the static CUDA runtime dlopens libcuda.so.1"
             } else {
                 "it needs libcuda.so.1"
@@ -116,12 +117,11 @@ fn is_stubs_folder(entry: &str) -> bool {
 /// NEEDED libraries the loader would not find. `path` is the file's real
 /// path (see [`super::audit_file`]).
 pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Finding>) {
-    if !d.dynamic || d.kind == "relocatable" {
+    if !d.dynamic || d.kind == Kind::Relocatable {
         return;
     }
     let in_store = policy.resolver.in_store(path, &policy.store_dir);
-    // The audit reads little-endian files only (hostelf).
-    let target = Target { machine: d.machine, is64: d.is64, little: true };
+    let target = d.target();
     let foreign = !target.is_build_machine();
     let sysroot_dirs;
     let system: &[PathBuf] = if foreign {
@@ -156,7 +156,7 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
         runpath: runpath.as_deref(),
         interpreter: interp,
         system_dirs: system,
-        class_machine: Some((d.is64, d.machine)),
+        target: Some(target),
     };
     let mut undecided: Vec<(&str, Vec<PathBuf>)> = Vec::new();
     for name in &d.needed {
@@ -571,7 +571,7 @@ pub fn jetson(
     codes.sort_by_key(|c| (c.target, c.kind == CodeKind::Ptx));
     codes.dedup();
     if let Some(d) = d.filter(|d| d.machine != EM_AARCH64) {
-        let target = Target { machine: d.machine, is64: d.is64, little: true };
+        let target = d.target();
         for c in codes.iter().filter(|c| is_jetson(c.target) == Some(true)) {
             out.push(
                 Finding::new(
@@ -644,17 +644,19 @@ mod tests {
         }
     }
 
-    fn program(runpath: Option<&str>, rpath: Option<&str>, needed: &[&str]) -> DynamicFacts {
-        DynamicFacts {
-            kind: "executable",
+    fn program(runpath: Option<&str>, rpath: Option<&str>, needed: &[&str]) -> HostFacts {
+        let loader = DynamicFacts {
+            kind: Kind::Executable,
             is64: true,
+            little: true,
             machine: 62,
             dynamic: true,
             runpath: runpath.map(str::to_string),
             rpath: rpath.map(str::to_string),
             needed: needed.iter().map(|n| n.to_string()).collect(),
             ..DynamicFacts::default()
-        }
+        };
+        HostFacts { loader, static_cudart: false }
     }
 
     fn ids(findings: &[Finding]) -> Vec<&'static str> {
@@ -666,8 +668,8 @@ mod tests {
     #[test]
     fn runpath_checks_over_made_up_files() {
         const DRIVER: &str = "/run/opengl-driver/lib";
-        let cudart = DynamicFacts { static_cudart: true, ..program(Some(DRIVER), None, &[]) };
-        let cases: Vec<(&str, DynamicFacts, Vec<&str>)> = vec![
+        let cudart = HostFacts { static_cudart: true, ..program(Some(DRIVER), None, &[]) };
+        let cases: Vec<(&str, HostFacts, Vec<&str>)> = vec![
             ("clean", program(Some(DRIVER), None, &["libcuda.so.1"]), vec![]),
             ("no libcuda needed", program(None, None, &["libc.so.6"]), vec![]),
             (
@@ -689,12 +691,16 @@ mod tests {
             ("static cudart", cudart, vec!["cudart-static"]),
             (
                 "static cudart, no driver",
-                DynamicFacts { static_cudart: true, ..program(None, None, &[]) },
+                HostFacts { static_cudart: true, ..program(None, None, &[]) },
                 vec!["cudart-static", "missing-driver-runpath"],
             ),
             (
                 "not dynamic",
-                DynamicFacts { dynamic: false, ..program(Some("/a::"), None, &[]) },
+                {
+                    let mut f = program(Some("/a::"), None, &[]);
+                    f.loader.dynamic = false;
+                    f
+                },
                 vec![],
             ),
         ];
@@ -709,7 +715,7 @@ mod tests {
     #[test]
     fn needed_checks_over_made_up_files() {
         let p = policy(None, true);
-        let cases: Vec<(&str, DynamicFacts, Vec<&str>)> = vec![
+        let cases: Vec<(&str, HostFacts, Vec<&str>)> = vec![
             (
                 "missing",
                 program(Some("/nonexistent-issue14"), None, &["libnowhere-issue14.so"]),
@@ -722,13 +728,17 @@ mod tests {
             ),
             (
                 "relocatable objects need nothing yet",
-                DynamicFacts { kind: "relocatable", ..program(None, None, &["libnowhere.so"]) },
+                {
+                    let mut f = program(None, None, &["libnowhere.so"]);
+                    f.loader.kind = Kind::Relocatable;
+                    f
+                },
                 vec![],
             ),
         ];
         for (name, facts, want) in cases {
             let mut out = Vec::new();
-            needed(Path::new("/nix/store/x-issue14/lib/a.so"), &facts, &p, &mut out);
+            needed(Path::new("/nix/store/x-issue14/lib/a.so"), &facts.loader, &p, &mut out);
             assert_eq!(ids(&out), want, "{name}");
             if let Some(f) = out.first() {
                 assert_eq!(
@@ -758,7 +768,7 @@ mod tests {
             Mounts::of_cache(vec![mount], "/s".into()),
         ));
         let file = Path::new("/s/aaa-a/lib/a.so");
-        let cases: Vec<(&str, DynamicFacts, Vec<&str>)> = vec![
+        let cases: Vec<(&str, HostFacts, Vec<&str>)> = vec![
             (
                 "in an unfetched path",
                 program(Some("/s/bbb-b/lib"), None, &["libb.so.1"]),
@@ -787,7 +797,7 @@ mod tests {
         ];
         for (name, facts, want) in cases {
             let mut out = Vec::new();
-            needed(file, &facts, &p, &mut out);
+            needed(file, &facts.loader, &p, &mut out);
             assert_eq!(ids(&out), want, "{name}");
         }
     }

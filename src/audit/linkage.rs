@@ -19,6 +19,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use crate::elf::machine::Target;
 use crate::store::mounts::{Located, Mounts};
 
 /// Sonames glibc provides next to its loader.
@@ -76,8 +77,9 @@ pub struct SearchInput<'a> {
     pub interpreter: Option<&'a Path>,
     /// The host's default folders, when they apply (outside the store).
     pub system_dirs: &'a [PathBuf],
-    /// ELF class and machine the candidate must match (64-bit?, e_machine).
-    pub class_machine: Option<(bool, u16)>,
+    /// Machine, class and byte order the candidate must match (the loader
+    /// skips a file for another and goes on searching).
+    pub target: Option<Target>,
 }
 
 /// How a NEEDED entry resolved.
@@ -126,8 +128,8 @@ enum Candidate {
     Absent,
     /// A file, not ELF.
     NotElf,
-    /// An ELF file of this class (64-bit?) and machine.
-    Elf(bool, u16),
+    /// An ELF file for this machine, class and byte order.
+    Elf(Target),
     /// In a store path that was not fetched: unknown.
     Unfetched(PathBuf),
 }
@@ -174,7 +176,7 @@ impl Resolver {
         }
         if name.contains('/') {
             let p = PathBuf::from(name);
-            return match self.usable(&p, input.class_machine) {
+            return match self.usable(&p, input.target) {
                 Usable::Yes => Resolution::Found(p),
                 Usable::No => Resolution::Missing(vec![]),
                 Usable::Unknown(store_path) => Resolution::Undecided(vec![store_path]),
@@ -194,7 +196,7 @@ impl Resolver {
         let mut unknown: Vec<PathBuf> = Vec::new();
         for dir in &dirs {
             let candidate = dir.join(name);
-            match self.usable(&candidate, input.class_machine) {
+            match self.usable(&candidate, input.target) {
                 Usable::Yes => return Resolution::Found(candidate),
                 Usable::No => {}
                 Usable::Unknown(store_path) => {
@@ -214,7 +216,7 @@ impl Resolver {
     /// Whether `path` is a file the loader would accept: it exists and, when
     /// a class and machine are given, is an ELF of that class and machine
     /// (the loader skips others and goes on searching).
-    fn usable(&self, path: &Path, class_machine: Option<(bool, u16)>) -> Usable {
+    fn usable(&self, path: &Path, target: Option<Target>) -> Usable {
         let known = self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
         let kind = known.unwrap_or_else(|| {
             // Without mounts the kernel resolves the path (no extra calls).
@@ -232,12 +234,12 @@ impl Resolver {
             kind
         });
         let yes = |b: bool| if b { Usable::Yes } else { Usable::No };
-        match (kind, class_machine) {
+        match (kind, target) {
             (Candidate::Absent, _) => Usable::No,
             (Candidate::Unfetched(p), _) => Usable::Unknown(p),
             (_, None) => Usable::Yes,
             (Candidate::NotElf, Some(_)) => Usable::No,
-            (Candidate::Elf(is64, machine), Some(want)) => yes((is64, machine) == want),
+            (Candidate::Elf(found), Some(want)) => yes(found == want),
         }
     }
 }
@@ -254,13 +256,7 @@ fn probe(path: &Path) -> Candidate {
     if file.read_exact(&mut head).is_err() || &head[..4] != b"\x7fELF" {
         return Candidate::NotElf;
     }
-    let little = head[5] == 1;
-    let m = if little {
-        u16::from_le_bytes([head[18], head[19]])
-    } else {
-        u16::from_be_bytes([head[18], head[19]])
-    };
-    Candidate::Elf(head[4] == 2, m)
+    Target::peek(&head).map_or(Candidate::NotElf, Candidate::Elf)
 }
 
 /// The host's default library folders: `/etc/ld.so.conf` (with `include`
@@ -362,7 +358,7 @@ mod tests {
             runpath: Some(&runpath),
             interpreter: None,
             system_dirs: &[],
-            class_machine: None,
+            target: None,
         };
         assert!(matches!(Resolver::default().resolve("libx.so.1", &input), Resolution::Found(_)));
         // DT_RPATH is ignored when DT_RUNPATH exists.
@@ -385,7 +381,7 @@ mod tests {
             runpath: Some(&runpath),
             interpreter: None,
             system_dirs: &[],
-            class_machine: Some((true, 62)),
+            target: Some(Target { machine: 62, is64: true, little: true }),
         };
         assert!(matches!(Resolver::default().resolve("libz.so", &input), Resolution::Missing(_)));
     }

@@ -15,9 +15,12 @@ pub mod failure;
 pub mod finding;
 pub mod linkage;
 pub mod policy;
+pub mod roots;
 pub mod runtime;
 pub mod session;
 pub mod sources;
+
+pub use roots::{audit_paths, audit_roots, Root};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -27,9 +30,8 @@ use serde::Serialize;
 use crate::audit::failure::Failure;
 use crate::audit::finding::Finding;
 use crate::cuda::capabilities::Request;
-use crate::devicecode::host::{self, Object};
+use crate::devicecode::host::{self, HostElf, Object};
 use crate::devicecode::{self, Depth, DeviceCode, Scan};
-use crate::fs::walk;
 
 /// What the audit checks against.
 #[derive(Debug, Clone)]
@@ -78,7 +80,7 @@ pub struct FileFacts {
     pub device: Option<DeviceCode>,
     /// Loader facts, for host ELF files.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub dynamic: Option<dynamic::DynamicFacts>,
+    pub dynamic: Option<dynamic::HostFacts>,
     /// Damage found while reading (the file was still examined).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub damage: Vec<String>,
@@ -211,79 +213,94 @@ pub fn audit_file_at(local: &Path, path: &Path, shown: &Path, policy: &Policy) -
         return Ok(None);
     }
     let data = host::map(local).map_err(describe)?;
-    let mut facts = FileFacts {
-        path: path.to_path_buf(),
-        format: "other",
-        size: data.len() as u64,
-        device: None,
-        dynamic: None,
-        damage: Vec::new(),
-        coverage: Vec::new(),
-        runtime: None,
-    };
     // Pages are dropped from the resident set as soon as they are read, so
     // memory stays flat whatever the file size (see host::Mapped::release).
     let release = |part: &[u8]| data.release(part);
-    // The fatbin walk and the loader facts (whose static-cudart scan reads
-    // megabytes of .rodata) run side by side: in cuBLASLt each is several
-    // milliseconds, and that file is the long pole of a tree's audit.
-    let is_elf = data.starts_with(b"\x7fELF");
-    let (parsed, dynamic) = rayon::join(
-        || {
-            let object = host::parse_with(&data, &mut |p| data.release(p))
-                .map_err(|e| Failure::unreadable(shown, e))?;
-            let scan = if policy.scan { Scan::Full } else { Scan::Probe };
-            let read =
-                devicecode::read(&data, &object, Some(local), Depth::PerArch, scan, &release);
-            // Where a static runtime's version may be read (with a driver
-            // given): nvcc's toolkit note in the stored device code.
-            let sections: Vec<(u64, u64)> = match &object {
-                Object::Elf(elf) if policy.driver.is_some() => {
-                    elf.sections.iter().map(|s| (s.offset, s.size)).collect()
-                }
-                _ => Vec::new(),
-            };
-            Ok::<_, Failure>((object.format(), matches!(object, Object::Elf(_)), read, sections))
-        },
-        || is_elf.then(|| dynamic::facts(&data, &release)),
-    );
-    let (format, host_elf, read, sections) = parsed?;
-    facts.format = format;
-    let dev = read.code;
-    facts.damage = read.damage;
+    let examined =
+        examine(&data, local, policy, &release).map_err(|e| Failure::unreadable(shown, e))?;
+    let dev = examined.read.code;
     let has_device = !dev.is_empty();
-    if host_elf {
-        match dynamic {
-            Some(Ok(mut d)) => {
-                d.static_cudart &= has_device;
-                facts.dynamic = Some(d);
-            }
-            Some(Err(e)) => return Err(Failure::unreadable(shown, e)),
-            None => {}
-        }
-    }
+    let mut facts = FileFacts {
+        path: path.to_path_buf(),
+        format: examined.format,
+        size: data.len() as u64,
+        device: None,
+        dynamic: examined.host.map(|mut d| {
+            d.static_cudart &= has_device;
+            d
+        }),
+        damage: examined.read.damage,
+        coverage: Vec::new(),
+        runtime: None,
+    };
     facts.damage.extend(dev.decode_errors.iter().cloned());
     let mut findings = Vec::new();
     if let Some(d) = &facts.dynamic {
         checks::runpath(path, d, policy, &mut findings);
-        checks::needed(path, d, policy, &mut findings);
+        checks::needed(path, &d.loader, policy, &mut findings);
     }
     if policy.driver.is_some() {
         let device = has_device.then_some(&dev);
-        facts.runtime = facts
-            .dynamic
-            .as_ref()
-            .and_then(|d| runtime::of(d, device, || runtime_note(&data, &sections, &release)));
+        let note = || runtime_note(&data, &examined.note_sections, &release);
+        facts.runtime = facts.dynamic.as_ref().and_then(|d| runtime::of(d, device, note));
         checks::driver(path, device, facts.runtime.as_ref(), policy, &mut findings);
     }
     if has_device {
         checks::scan_coverage(path, &dev, &mut findings);
         checks::capabilities(path, &dev, policy, &mut findings);
-        checks::jetson(path, &dev, facts.dynamic.as_ref(), policy, &mut findings);
+        let loader = facts.dynamic.as_ref().map(|d| &d.loader);
+        checks::jetson(path, &dev, loader, policy, &mut findings);
         facts.coverage = coverage(&dev, facts.runtime.as_ref(), policy);
         facts.device = Some(dev);
     }
     Ok(Some((facts, findings)))
+}
+
+/// What reading one file gave the audit.
+struct Examined {
+    /// [`Object::format`].
+    format: &'static str,
+    /// Its device code and the damage met.
+    read: devicecode::Read,
+    /// Where a static runtime's version may be read (with a driver given):
+    /// the fatbin sections `(offset, size)`, see [`runtime_note`].
+    note_sections: Vec<(u64, u64)>,
+    /// Loader facts, for a host ELF file.
+    host: Option<dynamic::HostFacts>,
+}
+
+/// Reads a file's device code and, for a host ELF file, its loader facts,
+/// from one parse. The fatbin walk and the loader facts (whose
+/// static-cudart scan reads megabytes of .rodata) run side by side: in
+/// cuBLASLt each is several milliseconds, and that file is the long pole
+/// of a tree's audit. `Err`: why the file cannot be examined.
+fn examine(
+    data: &host::Mapped,
+    local: &Path,
+    policy: &Policy,
+    release: &(dyn Fn(&[u8]) + Sync),
+) -> Result<Examined, String> {
+    let scan = if policy.scan { Scan::Full } else { Scan::Probe };
+    let read = |object: &Object<'_>| {
+        devicecode::read(data, object, Some(local), Depth::PerArch, scan, release)
+    };
+    if !data.starts_with(b"\x7fELF") || crate::fatbin::cubin::is_cubin(data) {
+        let object = host::parse_with(data, &mut |p| release(p)).map_err(|e| e.to_string())?;
+        let (format, read) = (object.format(), read(&object));
+        return Ok(Examined { format, read, note_sections: Vec::new(), host: None });
+    }
+    let HostElf { elf, segments, sections } = HostElf::parse(data, 0).map_err(|e| e.to_string())?;
+    let device_code = sections.has_device_code();
+    let note_sections = match policy.driver {
+        Some(_) => sections.sections().iter().map(|s| (s.offset, s.size)).collect(),
+        None => Vec::new(),
+    };
+    let (read, host) = rayon::join(
+        || read(&Object::Elf(sections.read(&mut |p| release(p)))),
+        || dynamic::facts(&elf, segments.as_ref(), device_code, release),
+    );
+    let host = host.map_err(|e| e.to_string())?;
+    Ok(Examined { format: "elf", read, note_sections, host: Some(host) })
 }
 
 /// nvcc's toolkit note in a host ELF file's fatbin sections (`(offset,
@@ -313,153 +330,4 @@ pub struct Audit {
     pub findings: Vec<Finding>,
     /// Files and folders that could not be examined.
     pub failures: Vec<Failure>,
-}
-
-/// Audits files and folders (folders walked in parallel, links inside them
-/// not followed; a path given directly that is a link is followed, as
-/// `result` links are meant to be).
-pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
-    let roots: Vec<Root> = paths.iter().cloned().map(Root::Path).collect();
-    audit_roots(&roots, policy)
-}
-
-/// What to audit: a path of this machine, or a store path unpacked elsewhere.
-#[derive(Debug, Clone)]
-pub enum Root {
-    /// A file or folder as given.
-    Path(PathBuf),
-    /// A store path's contents at `mount.local`, reported and decided under
-    /// `mount.logical` (the policy's resolver must hold the same mounts).
-    Mounted {
-        /// Where it is and what it stands for.
-        mount: crate::store::mounts::Mount,
-        /// Its name in baseline locations (the store name without the hash).
-        name: String,
-    },
-    /// Could not be read at all (a failed fetch): one failure line.
-    Failed(Failure),
-}
-
-/// Audits roots: [`audit_paths`]'s walk, with mounted store paths read from
-/// their local copies and reported exactly as the realised paths would be.
-pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
-    let mut audit = Audit::default();
-    // (shown path, stable location for baselines, outcome)
-    let mut outcomes: Vec<(PathBuf, String, FileOutcome)> = Vec::new();
-    // A root's name in baseline locations: the store hash stripped from the
-    // real name (a `result` link's target, `.` made a name).
-    let root_name = |real: &Path| -> String {
-        let name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        crate::audit::finding::strip_store_hash(&name).to_string()
-    };
-    for root in roots {
-        let path = match root {
-            Root::Path(path) => path,
-            Root::Failed(failure) => {
-                audit.failures.push(failure.clone());
-                continue;
-            }
-            Root::Mounted { mount, name } => {
-                let (local, logical) = (&mount.local, &mount.logical);
-                let meta = match std::fs::symlink_metadata(local) {
-                    Ok(m) => m,
-                    // The store path is one file that is no object: the
-                    // unpacking left it out, as the audit would skip it.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                    Err(e) => {
-                        audit.failures.push(Failure::io(logical, &e));
-                        continue;
-                    }
-                };
-                if meta.is_dir() {
-                    let rel =
-                        |p: &Path| p.strip_prefix(local).map(Path::to_path_buf).unwrap_or_default();
-                    let walked = walk::walk(local, &walk::Options::default(), |p, kind| {
-                        kind.file_type.is_file().then(|| {
-                            let shown = logical.join(rel(p));
-                            audit_file_at(p, &shown, &shown, policy)
-                        })
-                    });
-                    audit.failures.extend(walked.errors.iter().map(|e| {
-                        let failure = Failure::from(e);
-                        match mount.logical_of(&failure.path) {
-                            Some(shown) => failure.renamed(shown),
-                            None => failure,
-                        }
-                    }));
-                    for (p, outcome) in walked.items {
-                        let location = Path::new(name).join(rel(&p)).to_string_lossy().into_owned();
-                        outcomes.push((logical.join(rel(&p)), location, outcome));
-                    }
-                } else if meta.is_file() {
-                    outcomes.push((
-                        logical.clone(),
-                        name.clone(),
-                        audit_file_at(local, logical, logical, policy),
-                    ));
-                } else if meta.file_type().is_symlink() {
-                    // Rare (`nix-store --add` of a link); its target is a
-                    // path of its own: say so rather than audit nothing.
-                    let target = std::fs::read_link(local).unwrap_or_default();
-                    let reason = failure::Reason::StoreLink(target);
-                    audit.failures.push(Failure { path: logical.clone(), reason });
-                }
-                continue;
-            }
-        };
-        let meta = match std::fs::metadata(path) {
-            Ok(m) => m,
-            Err(e) => {
-                let mut failure = Failure::io(path, &e);
-                if std::fs::symlink_metadata(path).is_ok() {
-                    failure.reason = failure::Reason::BrokenLink(crate::error::describe_io(&e));
-                }
-                audit.failures.push(failure);
-                continue;
-            }
-        };
-        if meta.is_dir() {
-            // Enter a `result` link's target: walk the resolved folder, name files under the given path.
-            let root = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-            let rel = |p: &Path| p.strip_prefix(&root).map(Path::to_path_buf).unwrap_or_default();
-            let shown = |p: &Path| if root != *path { path.join(rel(p)) } else { p.to_path_buf() };
-            let walked = walk::walk(&root, &walk::Options::default(), |p, kind| {
-                kind.file_type.is_file().then(|| audit_file(p, &shown(p), policy))
-            });
-            audit.failures.extend(walked.errors.iter().map(Failure::from));
-            let base = root_name(&root);
-            for (p, outcome) in walked.items {
-                let location = Path::new(&base).join(rel(&p)).to_string_lossy().into_owned();
-                outcomes.push((shown(&p), location, outcome));
-            }
-        } else {
-            // Resolved once here: the checks need the real path ($ORIGIN, in
-            // the store or not), and files found by the walk below a real
-            // root are real already (links inside folders are not followed).
-            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-            let outcome = audit_file(&real, path, policy);
-            outcomes.push((path.clone(), root_name(&real), outcome));
-        }
-    }
-    let mut cudart = Vec::new();
-    for (shown, location, outcome) in outcomes {
-        match outcome {
-            Ok(Some((mut facts, findings))) => {
-                facts.path = shown.clone();
-                audit.findings.extend(findings.into_iter().map(|mut f| {
-                    f.path = shown.clone();
-                    f.location = Some(location.clone());
-                    f
-                }));
-                cudart.push((shown, facts.dynamic.as_ref().and_then(|d| d.cudart_major())));
-                audit.files.push(facts);
-            }
-            Ok(None) => {}
-            Err(e) => audit.failures.push(e),
-        }
-    }
-    checks::mixed_cudart(&cudart, &mut audit.findings);
-    audit.files.sort_by(|a, b| a.path.cmp(&b.path));
-    failure::sort(&mut audit.failures);
-    audit
 }

@@ -19,7 +19,7 @@
 
 use serde::Serialize;
 
-use super::dynamic::DynamicFacts;
+use super::dynamic::HostFacts;
 use crate::cuda::capabilities::CudaVersion;
 use crate::devicecode::DeviceCode;
 
@@ -88,7 +88,7 @@ impl Runtime {
 /// The runtime `d` needs; `note` searches the fatbin sections for the
 /// toolkit note (called only for a static runtime without PTX).
 pub fn of(
-    d: &DynamicFacts,
+    d: &HostFacts,
     dev: Option<&DeviceCode>,
     note: impl FnOnce() -> Option<CudaVersion>,
 ) -> Option<Runtime> {
@@ -142,11 +142,12 @@ mod tests {
 
     #[test]
     fn shared_static_and_unknown_runtimes() {
-        let shared = DynamicFacts { needed: vec!["libcudart.so.13".into()], ..Default::default() };
+        let mut shared = HostFacts::default();
+        shared.loader.needed = vec!["libcudart.so.13".into()];
         assert_eq!(of(&shared, None, || None), Some(Runtime::Shared { major: 13 }));
-        let none = DynamicFacts::default();
+        let none = HostFacts::default();
         assert_eq!(of(&none, None, || Some(cuda("13.5"))), None);
-        let stat = DynamicFacts { static_cudart: true, ..Default::default() };
+        let stat = HostFacts { static_cudart: true, ..Default::default() };
         let mut dev = DeviceCode::default();
         dev.note_ptx_isa(Arch { sm: 90, variant: Variant::Base }, PtxIsa { major: 9, minor: 5 });
         dev.note_ptx_isa(Arch { sm: 80, variant: Variant::Base }, PtxIsa { major: 8, minor: 4 });

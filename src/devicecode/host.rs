@@ -3,22 +3,24 @@
 //! its own object, GNU and BSD long names), raw `.fatbin` files and bare
 //! cubins.
 //!
-//! The `object` crate reads the ELF and archive structures; fatbin regions are
-//! handed to [`crate::fatbin::parse_region`] with their file offsets. Files
-//! are memory-mapped once ([`map`]) and everything else borrows from the map.
-//! Little-endian host ELF files of both classes are read: cuobjdump 13.5
-//! lists the `.nv_fatbin` of an ELF32 object too (measured with an
-//! `objcopy -O elf32-i386` object), so parity needs it. Big-endian files
-//! (no CUDA host platform) are rejected with a typed error.
+//! Host ELF files are read with the project's own reader ([`crate::elf`],
+//! the one auto-add-driver-runpath patches with), once: [`HostElf`] holds
+//! the parsed headers for the audit's loader facts beside the fatbin
+//! sections found in them. Both classes and both byte orders are read:
+//! cuobjdump 13.5 lists the `.nv_fatbin` of an ELF32 object too (measured
+//! with an `objcopy -O elf32-i386` object), and a big-endian library
+//! (s390x, ppc64) has no device code but loader facts worth auditing. The
+//! `object` crate reads static archives. Fatbin regions are handed to
+//! [`crate::fatbin::parse_region`] with their file offsets. Files are
+//! memory-mapped once ([`map`]) and everything else borrows from the map.
 
 use std::fs::File;
 use std::io;
 use std::path::Path;
 
 use object::elf;
-use object::read::elf::{FileHeader, SectionHeader};
-use object::LittleEndian as LE;
 
+use crate::elf::{Elf, ElfError, Layout, SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS};
 use crate::fatbin::container::parse_region_with;
 use crate::fatbin::cubin::{self, CubinInfo};
 use crate::fatbin::header::CONTAINER_MAGIC;
@@ -32,12 +34,13 @@ pub const NV_RELFATBIN: &str = "__nv_relfatbin";
 /// Why a file or member could not be read as an object.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReadError {
-    /// A big-endian ELF file.
-    #[error("big-endian ELF files are not supported")]
-    BigEndian,
-    /// Broken ELF structure (headers, section table).
+    /// Broken ELF structure, in the words `object` used for it before.
     #[error("malformed ELF file: {0}")]
     Elf(String),
+    /// Broken ELF structure, as the project's reader words it (and
+    /// auto-add-driver-runpath with it).
+    #[error(transparent)]
+    Header(#[from] ElfError),
     /// A table the header points to ends past the end of the file: worded
     /// as auto-add-driver-runpath words it (`elf::ElfError::Truncated`), so
     /// the two tools describe one truncated file alike.
@@ -165,7 +168,8 @@ pub fn parse_with<'a>(
     parse_at(data, 0, true, walked)
 }
 
-type Walked<'w, 'a> = &'w mut dyn FnMut(&'a [u8]);
+/// What the walk is told about the bytes it is done reading.
+pub type Walked<'w, 'a> = &'w mut dyn FnMut(&'a [u8]);
 
 fn parse_at<'a>(
     data: &'a [u8],
@@ -177,18 +181,10 @@ fn parse_at<'a>(
         return parse_archive(data, walked).map(Object::Archive);
     }
     if data.starts_with(&elf::ELFMAG) {
-        if data.get(5) == Some(&2) {
-            return Err(ReadError::BigEndian);
-        }
         if cubin::is_cubin(data) {
             return Ok(Object::Cubin(cubin::read_cubin(data)));
         }
-        return match data.get(4) {
-            Some(2) => parse_elf::<elf::FileHeader64<LE>>(data, base, walked),
-            Some(1) => parse_elf::<elf::FileHeader32<LE>>(data, base, walked),
-            _ => Err(ReadError::Elf("unknown ELF class".into())),
-        }
-        .map(Object::Elf);
+        return Ok(Object::Elf(HostElf::parse(data, base)?.sections.read(walked)));
     }
     if data.get(..4) == Some(&CONTAINER_MAGIC.to_le_bytes()[..]) {
         return Ok(Object::Fatbin(parse_region_with(data, base, walked)));
@@ -196,74 +192,155 @@ fn parse_at<'a>(
     Ok(Object::Other)
 }
 
-fn parse_elf<'a, H: FileHeader<Endian = LE>>(
-    data: &'a [u8],
-    base: u64,
-    walked: Walked<'_, 'a>,
-) -> Result<ElfObject<'a>, ReadError> {
-    let e = |err: object::read::Error| ReadError::Elf(err.to_string());
+/// A host ELF file parsed once by the project's own reader
+/// ([`crate::elf::Elf`], every class and byte order), with its fatbin
+/// sections located but not yet walked: the audit reads the loader facts
+/// from [`HostElf::elf`] while [`Located::read`] walks the device code.
+#[derive(Debug)]
+pub struct HostElf<'a> {
+    /// The parsed headers; without program headers when those are damaged.
+    pub elf: Elf<'a>,
+    /// Why the program headers could not be read, if so: the device-code
+    /// walk reads sections only (cuobjdump lists such a file), the loader
+    /// facts need the segments and report it.
+    pub segments: Option<ElfError>,
+    /// The fatbin sections and the section ranges the container scan uses.
+    pub sections: Located<'a>,
+}
+
+/// A host ELF file's fatbin sections, found, not yet walked.
+#[derive(Debug)]
+pub struct Located<'a> {
+    /// The object, every region still empty.
+    object: ElfObject<'a>,
+    /// Per readable fatbin section: its index in `object.sections` and bytes.
+    pending: Vec<(usize, &'a [u8])>,
+    /// Some fatbin section has bytes by its header (whether or not they lie
+    /// in the file).
+    has_device_code: bool,
+}
+
+impl<'a> HostElf<'a> {
+    /// Parses `data` (a file, or an archive member at file offset `base`):
+    /// the checks `object` made before (so that a truncated or damaged
+    /// file is worded as before), then [`Elf::parse_lenient`].
+    pub fn parse(data: &'a [u8], base: u64) -> Result<HostElf<'a>, ReadError> {
+        precheck(data)?;
+        let (elf, segments) = Elf::parse_lenient(data)?;
+        if !elf.shdrs.is_empty() {
+            if elf.e_shstrndx() == 0 {
+                return Err(ReadError::Elf("Missing ELF e_shstrndx".into()));
+            }
+            if elf.shstrndx().is_none() {
+                return Err(ReadError::Elf("Invalid ELF e_shstrndx".into()));
+            }
+        }
+        let sections = locate(&elf, base);
+        Ok(HostElf { elf, segments, sections })
+    }
+}
+
+impl<'a> Located<'a> {
+    /// Whether a fatbin section has bytes by its header: the file may hold
+    /// device code (the static runtime's scan is worth it).
+    pub fn has_device_code(&self) -> bool {
+        self.has_device_code
+    }
+
+    /// The fatbin sections, in section-table order, regions not yet walked.
+    pub fn sections(&self) -> &[FatbinSection<'a>] {
+        &self.object.sections
+    }
+
+    /// Walks every fatbin section's containers.
+    pub fn read(mut self, walked: Walked<'_, 'a>) -> ElfObject<'a> {
+        for (i, bytes) in self.pending {
+            let section = &mut self.object.sections[i];
+            section.region = parse_region_with(bytes, section.offset, walked);
+        }
+        self.object
+    }
+}
+
+/// What `object` checked before the section table is read: the class, the
+/// header's length, and that the whole section header table lies in the file.
+fn precheck(data: &[u8]) -> Result<(), ReadError> {
     let len = data.len() as u64;
-    let header =
-        H::parse(data).map_err(|_| ReadError::Truncated { what: "ELF header", offset: 0, len })?;
-    let shoff: u64 = header.e_shoff(LE).into();
-    let table_end = u64::from(header.e_shnum(LE))
-        .saturating_mul(u64::from(header.e_shentsize(LE)))
-        .saturating_add(shoff);
+    let is64 = match data.get(4) {
+        Some(2) => true,
+        Some(1) => false,
+        _ => return Err(ReadError::Elf("unknown ELF class".into())),
+    };
+    let little = match data.get(5) {
+        Some(1) => true,
+        Some(2) => false,
+        // The reader words this one.
+        _ => return Ok(()),
+    };
+    let l = Layout { is64, little };
+    let truncated = ReadError::Truncated { what: "ELF header", offset: 0, len };
+    if len < l.ehdr_size() {
+        return Err(truncated);
+    }
+    const H: &str = "ELF header";
+    let w = l.word();
+    let shoff = l.word_at(data, 24 + 2 * w, H).map_err(|_| truncated.clone())?;
+    let fields = 24 + 3 * w + 4;
+    let shentsize = l.u16(data, fields + 6, H).map_err(|_| truncated.clone())?;
+    let shnum = l.u16(data, fields + 8, H).map_err(|_| truncated.clone())?;
+    let table_end = u64::from(shnum).saturating_mul(u64::from(shentsize)).saturating_add(shoff);
     if shoff != 0 && table_end > len {
         return Err(ReadError::Truncated { what: "section header table", offset: shoff, len });
     }
-    let sections = header.sections(LE, data).map_err(e)?;
-    let mut object = ElfObject::default();
-    for (index, section) in sections.iter().enumerate() {
-        let flags = section.sh_flags(LE).0;
-        let loaded_data = flags & elf::SHF_EXECINSTR.0 == 0 && flags & elf::SHF_ALLOC.0 != 0;
-        if section.sh_type(LE) != elf::SHT_NOBITS {
-            let start = base.saturating_add(section.sh_offset(LE).into());
-            let range = (start, start.saturating_add(section.sh_size(LE).into()));
+    Ok(())
+}
+
+/// Finds the fatbin sections and sorts every section with bytes into
+/// loaded data or not (see [`ElfObject`]).
+fn locate<'a>(elf: &Elf<'a>, base: u64) -> Located<'a> {
+    let mut located =
+        Located { object: ElfObject::default(), pending: Vec::new(), has_device_code: false };
+    let object = &mut located.object;
+    for (index, section) in elf.shdrs.iter().enumerate() {
+        let loaded_data = section.flags & SHF_EXECINSTR == 0 && section.flags & SHF_ALLOC != 0;
+        let nobits = section.sh_type == SHT_NOBITS;
+        if !nobits {
+            let start = base.saturating_add(section.offset);
+            let range = (start, start.saturating_add(section.size));
             if loaded_data {
                 object.data.push(range);
             } else {
                 object.no_fatbin.push(range);
             }
         }
-        let name = match sections.section_name(LE, section) {
-            Ok(n) if n == NV_FATBIN.as_bytes() => NV_FATBIN,
-            Ok(n) if n == NV_RELFATBIN.as_bytes() => NV_RELFATBIN,
+        let name = match elf.section_name(section) {
+            Some(n) if n == NV_FATBIN.as_bytes() => NV_FATBIN,
+            Some(n) if n == NV_RELFATBIN.as_bytes() => NV_RELFATBIN,
             _ => continue,
         };
-        let offset: u64 = section.sh_offset(LE).into();
-        if section.sh_type(LE) == elf::SHT_NOBITS {
+        let offset = base.saturating_add(section.offset);
+        let at = |size| FatbinSection { name, index, offset, size, region: Region::default() };
+        if nobits {
             // A split debug file (`objcopy --only-keep-debug`) keeps the
             // section header without bytes: listed as an empty, damaged
             // region, as cuobjdump does ("Invalid fatbin header").
             object.errors.push(ReadError::NoBits { section: name });
-            object.sections.push(FatbinSection {
-                name,
-                index,
-                offset: base.saturating_add(offset),
-                size: 0,
-                region: Region::default(),
-            });
+            object.sections.push(at(0));
             continue;
         }
-        let bytes = match section.data(LE, data) {
-            Ok(b) => b,
-            Err(err) => {
-                object
-                    .errors
-                    .push(ReadError::SectionData { section: name, message: err.to_string() });
-                continue;
+        located.has_device_code |= section.size > 0;
+        match elf.slice(section.offset, section.size, "section") {
+            Ok(bytes) => {
+                located.pending.push((object.sections.len(), bytes));
+                object.sections.push(at(section.size));
             }
-        };
-        object.sections.push(FatbinSection {
-            name,
-            index,
-            offset: base.saturating_add(offset),
-            size: section.sh_size(LE).into(),
-            region: parse_region_with(bytes, base.saturating_add(offset), walked),
-        });
+            Err(_) => object.errors.push(ReadError::SectionData {
+                section: name,
+                message: "Invalid ELF section size or offset".into(),
+            }),
+        }
     }
-    Ok(object)
+    located
 }
 
 fn parse_archive<'a>(data: &'a [u8], walked: Walked<'_, 'a>) -> Result<Vec<Member<'a>>, ReadError> {
@@ -390,9 +467,15 @@ mod tests {
         elf32.extend([1, 1, 1]);
         elf32.resize(52, 0);
         assert!(matches!(parse(&elf32), Ok(Object::Elf(o)) if o.sections.is_empty()));
+        // Big-endian: read like any other (no sections here, so no code).
         let mut be = elf::ELFMAG.to_vec();
         be.extend([2, 2, 1]);
         be.resize(64, 0);
-        assert_eq!(parse(&be).unwrap_err(), ReadError::BigEndian);
+        assert!(matches!(parse(&be), Ok(Object::Elf(o)) if o.sections.is_empty()));
+        // Too short for its class's header: worded as before.
+        assert_eq!(
+            parse(&be[..40]).unwrap_err().to_string(),
+            "truncated: ELF header at offset 0x0 runs past the end of the file (40 bytes)"
+        );
     }
 }

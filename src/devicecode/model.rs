@@ -293,9 +293,37 @@ pub fn settle(
     budget: &codec::Budget,
     release: &dyn Fn(&[u8]),
 ) {
-    type Candidates<'l, 'e, 'a> = BTreeMap<Arch, Vec<(&'e Entry<'a>, Option<&'e Entry<'a>>)>>;
-    let mut cubins: Candidates<'_, '_, '_> = BTreeMap::new();
-    let mut ptx: Candidates<'_, '_, '_> = BTreeMap::new();
+    let (cubins, ptx) = sort_leaves(code, leaves, depth);
+    if depth == Depth::Headers {
+        for arch in cubins.keys() {
+            code.note_sass(*arch, Sass::Unknown);
+        }
+        for arch in ptx.keys() {
+            code.note_ptx(*arch, Ptx::Unknown);
+        }
+        return;
+    }
+    for (arch, list) in cubins {
+        settle_sass(code, arch, list, budget, release);
+    }
+    for (arch, list) in ptx {
+        settle_ptx(code, arch, list, budget, release);
+    }
+}
+
+/// Per architecture, the entries that may settle it, each with the
+/// `--concat` bundle holding it.
+type Candidates<'e, 'a> = BTreeMap<Arch, Vec<(&'e Entry<'a>, Option<&'e Entry<'a>>)>>;
+
+/// Notes what the headers say (counts, bare cubins, PTX ISAs, LTO-IR) and
+/// returns the cubin and PTX entries whose contents settle the rest.
+fn sort_leaves<'e, 'a>(
+    code: &mut DeviceCode,
+    leaves: &[Leaf<'e, 'a>],
+    depth: Depth,
+) -> (Candidates<'e, 'a>, Candidates<'e, 'a>) {
+    let mut cubins: Candidates<'_, '_> = BTreeMap::new();
+    let mut ptx: Candidates<'_, '_> = BTreeMap::new();
     for leaf in leaves {
         match *leaf {
             Leaf::Cubin(info) => {
@@ -331,76 +359,86 @@ pub fn settle(
             },
         }
     }
-    if depth == Depth::Headers {
-        for arch in cubins.keys() {
-            code.note_sass(*arch, Sass::Unknown);
-        }
-        for arch in ptx.keys() {
-            code.note_ptx(*arch, Ptx::Unknown);
-        }
+    (cubins, ptx)
+}
+
+/// Settles one architecture's SASS: kernels or link stubs, reading as few
+/// cubins as decide it (the largest first).
+fn settle_sass(
+    code: &mut DeviceCode,
+    arch: Arch,
+    mut list: Vec<(&Entry<'_>, Option<&Entry<'_>>)>,
+    budget: &codec::Budget,
+    release: &dyn Fn(&[u8]),
+) {
+    if code.archs.get(&arch).and_then(|c| c.sass) == Some(Sass::Kernels) {
         return;
     }
-    for (arch, mut list) in cubins {
-        if code.archs.get(&arch).and_then(|c| c.sass) == Some(Sass::Kernels) {
-            continue;
-        }
-        if list.iter().any(|(e, _)| e.plain_size() > STUB_MAX_BYTES) {
-            code.note_sass(arch, Sass::Kernels);
-            continue;
-        }
-        list.sort_by_key(|(e, _)| std::cmp::Reverse(e.plain_size()));
-        let mut found = Sass::LinkStub;
-        for (entry, bundle) in list {
-            code.decoded += 1;
-            let outcome = with_plain(entry, bundle, budget, |bytes| {
-                cubin::read_cubin(bytes).map(|i| !i.is_link_stub()).map_err(|e| e.to_string())
-            });
-            release_payload(entry, bundle, release);
-            match outcome {
-                Ok(true) => {
-                    found = Sass::Kernels;
-                    break;
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    code.decode_errors.push(format!("{arch} at offset {}: {e}", entry.offset));
-                    found = found.max(Sass::Unknown);
-                }
+    if list.iter().any(|(e, _)| e.plain_size() > STUB_MAX_BYTES) {
+        code.note_sass(arch, Sass::Kernels);
+        return;
+    }
+    list.sort_by_key(|(e, _)| std::cmp::Reverse(e.plain_size()));
+    let mut found = Sass::LinkStub;
+    for (entry, bundle) in list {
+        code.decoded += 1;
+        let outcome = with_plain(entry, bundle, budget, |bytes| {
+            cubin::read_cubin(bytes).map(|i| !i.is_link_stub()).map_err(|e| e.to_string())
+        });
+        release_payload(entry, bundle, release);
+        match outcome {
+            Ok(true) => {
+                found = Sass::Kernels;
+                break;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                code.decode_errors.push(format!("{arch} at offset {}: {e}", entry.offset));
+                found = found.max(Sass::Unknown);
             }
         }
-        code.note_sass(arch, found);
     }
-    for (arch, mut list) in ptx {
-        if code.archs.get(&arch).and_then(|c| c.ptx) == Some(Ptx::Entries) {
-            continue;
-        }
-        // The largest first: a kernel's PTX is the likeliest to be large, and
-        // the search stops at its first `.entry` (CUDA 13's cuRAND keeps
-        // 2.4 MB PTX files beside 56-byte empty ones).
-        list.sort_by_key(|(e, _)| std::cmp::Reverse(e.plain_size()));
-        let mut found = Ptx::NoEntries;
-        for (entry, bundle) in list {
-            code.decoded += 1;
-            let outcome = match bundle {
-                Some(_) => with_plain(entry, bundle, budget, |bytes| Ok(ptx_has_entry(bytes))),
-                None => codec::search_plain(entry, budget, 8, &mut |w, first| entry_in(w, first))
-                    .map_err(|e| e.to_string()),
-            };
-            release_payload(entry, bundle, release);
-            match outcome {
-                Ok(true) => {
-                    found = Ptx::Entries;
-                    break;
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    code.decode_errors.push(format!("PTX {arch} at offset {}: {e}", entry.offset));
-                    found = found.max(Ptx::Unknown);
-                }
+    code.note_sass(arch, found);
+}
+
+/// Settles one architecture's PTX: entries or none, searching as few PTX
+/// files as decide it.
+fn settle_ptx(
+    code: &mut DeviceCode,
+    arch: Arch,
+    mut list: Vec<(&Entry<'_>, Option<&Entry<'_>>)>,
+    budget: &codec::Budget,
+    release: &dyn Fn(&[u8]),
+) {
+    if code.archs.get(&arch).and_then(|c| c.ptx) == Some(Ptx::Entries) {
+        return;
+    }
+    // The largest first: a kernel's PTX is the likeliest to be large, and
+    // the search stops at its first `.entry` (CUDA 13's cuRAND keeps
+    // 2.4 MB PTX files beside 56-byte empty ones).
+    list.sort_by_key(|(e, _)| std::cmp::Reverse(e.plain_size()));
+    let mut found = Ptx::NoEntries;
+    for (entry, bundle) in list {
+        code.decoded += 1;
+        let outcome = match bundle {
+            Some(_) => with_plain(entry, bundle, budget, |bytes| Ok(ptx_has_entry(bytes))),
+            None => codec::search_plain(entry, budget, 8, &mut |w, first| entry_in(w, first))
+                .map_err(|e| e.to_string()),
+        };
+        release_payload(entry, bundle, release);
+        match outcome {
+            Ok(true) => {
+                found = Ptx::Entries;
+                break;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                code.decode_errors.push(format!("PTX {arch} at offset {}: {e}", entry.offset));
+                found = found.max(Ptx::Unknown);
             }
         }
-        code.note_ptx(arch, found);
     }
+    code.note_ptx(arch, found);
 }
 
 /// Runs `f` on an entry's decompressed bytes (a part's: inside its bundle's).

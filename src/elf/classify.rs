@@ -107,12 +107,18 @@ pub fn classify(elf: &Elf<'_>) -> Result<Option<Skip>, ElfError> {
                 return Ok(Some(Skip::DynamicLoader));
             }
         }
-        let pie = dynamic.get(DT_FLAGS_1).is_some_and(|f| f & DF_1_PIE != 0);
-        if !dynamic.has(DT_NEEDED) && (pie || dynamic.has(DT_DEBUG)) {
+        if !dynamic.has(DT_NEEDED) && (pie_flagged(&dynamic) || dynamic.has(DT_DEBUG)) {
             return Ok(Some(Skip::StaticPie));
         }
     }
     Ok(None)
+}
+
+/// Whether the linker marked the file a (static-)PIE executable (DF_1_PIE
+/// in DT_FLAGS_1): the one PIE test, shared by this classification and the
+/// audit's [`super::dynamic::Kind`].
+pub fn pie_flagged(dynamic: &Dynamic) -> bool {
+    dynamic.get(DT_FLAGS_1).is_some_and(|f| f & DF_1_PIE != 0)
 }
 
 fn is_dynamic_section(elf: &Elf<'_>, s: &super::Shdr) -> bool {

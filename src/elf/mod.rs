@@ -11,6 +11,7 @@
 //! malformed file is an [`ElfError`], never a panic.
 
 pub mod classify;
+pub mod dynamic;
 pub mod machine;
 pub mod patch;
 pub mod runpath;
@@ -36,6 +37,11 @@ pub const PT_GNU_PROPERTY: u32 = 0x6474_e553;
 pub const PF_R: u32 = 4;
 /// Segment flag: writable.
 pub const PF_W: u32 = 2;
+
+/// Section flag: occupies memory at run time.
+pub const SHF_ALLOC: u64 = 2;
+/// Section flag: executable instructions.
+pub const SHF_EXECINSTR: u64 = 4;
 
 /// Section type of a string table.
 pub const SHT_STRTAB: u32 = 3;
@@ -415,9 +421,21 @@ pub struct Elf<'a> {
 /// a corrupt count cannot make us allocate much.
 const MAX_HEADERS: u64 = 1 << 16;
 
-impl<'a> Elf<'a> {
-    /// Parses the ELF header, program headers and section headers.
-    pub fn parse(data: &'a [u8]) -> Result<Elf<'a>, ElfError> {
+/// The ELF header's fields the reader needs, decoded.
+struct Header {
+    layout: Layout,
+    e_type: u16,
+    machine: u16,
+    phoff: u64,
+    shoff: u64,
+    phentsize: u64,
+    phnum: u64,
+    shentsize: u64,
+    shnum: u64,
+}
+
+impl Header {
+    fn read(data: &[u8]) -> Result<Header, ElfError> {
         let len = data.len() as u64;
         if data.get(..4) != Some(&MAGIC[..]) {
             return Err(ElfError::Corrupt("not an ELF file".into()));
@@ -442,51 +460,102 @@ impl<'a> Elf<'a> {
             return Err(ElfError::Truncated { what: "ELF header", offset: 0, len });
         }
         const H: &str = "ELF header";
-        let e_type = l.u16(data, 16, H)?;
-        let machine = l.u16(data, 18, H)?;
         let w = l.word();
-        let phoff = l.word_at(data, 24 + w, H)?;
-        let shoff = l.word_at(data, 24 + 2 * w, H)?;
         let base = 24 + 3 * w + 4; // after e_flags
-        let phentsize = u64::from(l.u16(data, base + 2, H)?);
-        let phnum = u64::from(l.u16(data, base + 4, H)?);
-        let shentsize = u64::from(l.u16(data, base + 6, H)?);
-        let mut shnum = u64::from(l.u16(data, base + 8, H)?);
+        Ok(Header {
+            layout: l,
+            e_type: l.u16(data, 16, H)?,
+            machine: l.u16(data, 18, H)?,
+            phoff: l.word_at(data, 24 + w, H)?,
+            shoff: l.word_at(data, 24 + 2 * w, H)?,
+            phentsize: u64::from(l.u16(data, base + 2, H)?),
+            phnum: u64::from(l.u16(data, base + 4, H)?),
+            shentsize: u64::from(l.u16(data, base + 6, H)?),
+            shnum: u64::from(l.u16(data, base + 8, H)?),
+        })
+    }
 
-        if phnum == 0xffff {
+    fn phdrs(&self, data: &[u8]) -> Result<Vec<Phdr>, ElfError> {
+        let l = self.layout;
+        if self.phnum == 0xffff {
             return Err(ElfError::Unsupported("extended program header count (PN_XNUM)".into()));
         }
-        if phnum > 0 && phentsize != l.phdr_size() {
+        if self.phnum > 0 && self.phentsize != l.phdr_size() {
             return Err(ElfError::Corrupt(format!(
-                "e_phentsize is {phentsize}, expected {}",
+                "e_phentsize is {}, expected {}",
+                self.phentsize,
                 l.phdr_size()
             )));
         }
-        let mut phdrs = Vec::with_capacity(phnum as usize);
-        for i in 0..phnum {
-            phdrs.push(Phdr::read(l, data, phoff.saturating_add(i * phentsize))?);
-        }
+        (0..self.phnum)
+            .map(|i| Phdr::read(l, data, self.phoff.saturating_add(i * self.phentsize)))
+            .collect()
+    }
 
+    fn shdrs(&self, data: &[u8]) -> Result<Vec<Shdr>, ElfError> {
+        let l = self.layout;
         let mut shdrs = Vec::new();
-        if shoff != 0 {
-            if shentsize != l.shdr_size() {
-                return Err(ElfError::Corrupt(format!(
-                    "e_shentsize is {shentsize}, expected {}",
-                    l.shdr_size()
-                )));
-            }
-            if shnum == 0 {
-                // Extended numbering: the real count is section 0's sh_size.
-                shnum = Shdr::read(l, data, shoff)?.size;
-            }
-            if shnum > MAX_HEADERS {
-                return Err(ElfError::Corrupt(format!("{shnum} section headers")));
-            }
-            for i in 0..shnum {
-                shdrs.push(Shdr::read(l, data, shoff.saturating_add(i * shentsize))?);
-            }
+        if self.shoff == 0 {
+            return Ok(shdrs);
         }
-        Ok(Elf { data, layout: l, e_type, machine, phoff, shoff, phdrs, shdrs })
+        if self.shentsize != l.shdr_size() {
+            return Err(ElfError::Corrupt(format!(
+                "e_shentsize is {}, expected {}",
+                self.shentsize,
+                l.shdr_size()
+            )));
+        }
+        let mut shnum = self.shnum;
+        if shnum == 0 {
+            // Extended numbering: the real count is section 0's sh_size.
+            shnum = Shdr::read(l, data, self.shoff)?.size;
+        }
+        if shnum > MAX_HEADERS {
+            return Err(ElfError::Corrupt(format!("{shnum} section headers")));
+        }
+        for i in 0..shnum {
+            shdrs.push(Shdr::read(l, data, self.shoff.saturating_add(i * self.shentsize))?);
+        }
+        Ok(shdrs)
+    }
+}
+
+impl<'a> Elf<'a> {
+    /// Parses the ELF header, program headers and section headers.
+    pub fn parse(data: &'a [u8]) -> Result<Elf<'a>, ElfError> {
+        match Elf::parse_lenient(data)? {
+            (_, Some(segments)) => Err(segments),
+            (elf, None) => Ok(elf),
+        }
+    }
+
+    /// [`Elf::parse`], with damage in the program headers set aside rather
+    /// than fatal: the file comes back without program headers, with that
+    /// error beside it. The device-code walk reads sections only (as
+    /// cuobjdump does) and lists such a file; the loader facts need the
+    /// segments and report the error. The errors come in the order
+    /// [`Elf::parse`] meets them: ELF header, program headers, section headers.
+    pub fn parse_lenient(data: &'a [u8]) -> Result<(Elf<'a>, Option<ElfError>), ElfError> {
+        let h = Header::read(data)?;
+        let (phdrs, segments) = match h.phdrs(data) {
+            Ok(p) => (p, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let shdrs = match h.shdrs(data) {
+            Ok(s) => s,
+            Err(e) => return Err(segments.unwrap_or(e)),
+        };
+        let elf = Elf {
+            data,
+            layout: h.layout,
+            e_type: h.e_type,
+            machine: h.machine,
+            phoff: h.phoff,
+            shoff: h.shoff,
+            phdrs,
+            shdrs,
+        };
+        Ok((elf, segments))
     }
 
     /// The first program header of a type.
@@ -561,18 +630,28 @@ impl<'a> Elf<'a> {
         Ok(StrTab { addr, offset, bytes: self.slice(offset, size, "dynamic string table")? })
     }
 
+    /// `e_shstrndx` as the header stores it (`0xffff`: see section 0's `sh_link`).
+    pub fn e_shstrndx(&self) -> u16 {
+        let w = self.layout.word();
+        // The header was read whole by `parse`: this cannot fail.
+        self.layout.u16(self.data, 24 + 3 * w + 4 + 10, "ELF header").unwrap_or(0)
+    }
+
+    /// The index of the section-name string table, extended numbering
+    /// resolved; `None` when the header says there is none or it is not in
+    /// the table.
+    pub fn shstrndx(&self) -> Option<usize> {
+        let index = match self.e_shstrndx() {
+            0 => return None,
+            0xffff => self.shdrs.first()?.link as usize,
+            raw => usize::from(raw),
+        };
+        (index < self.shdrs.len()).then_some(index)
+    }
+
     /// The name of a section (from the section-name string table), if any.
     pub fn section_name(&self, sh: &Shdr) -> Option<&'a [u8]> {
-        let shstrndx = {
-            let w = self.layout.word();
-            let raw = self.layout.u16(self.data, 24 + 3 * w + 4 + 10, "ELF header").ok()?;
-            if raw == 0xffff {
-                self.shdrs.first()?.link as usize
-            } else {
-                usize::from(raw)
-            }
-        };
-        let strs = self.shdrs.get(shstrndx)?;
+        let strs = self.shdrs.get(self.shstrndx()?)?;
         if strs.sh_type == SHT_NOBITS {
             return None;
         }
@@ -640,6 +719,9 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
+        // Every byte 0xff after the identification: each length fails at
+        // the first structure it cannot hold, and a full header fails on
+        // its program header count (0xffff is PN_XNUM), never a panic.
         for len in 0..80 {
             let mut data = vec![0xffu8; len];
             if len >= 4 {
@@ -649,7 +731,40 @@ mod tests {
                 data[4] = 2;
                 data[5] = 1;
             }
-            let _ = Elf::parse(&data).map(|e| e.dynamic());
+            let got = Elf::parse(&data).map(|e| e.dynamic().map(|d| d.is_some()));
+            let what = match got {
+                Err(ElfError::Corrupt(m)) if len < 4 => m,
+                Err(ElfError::Truncated { what, offset: 0, len: l }) if l == len as u64 => {
+                    what.to_string()
+                }
+                Err(ElfError::Unsupported(m)) if len >= 64 => m,
+                other => panic!("{len} bytes: {other:?}"),
+            };
+            let want = match len {
+                0..=3 => "not an ELF file",
+                4..=15 => "ELF identification",
+                16..=63 => "ELF header",
+                _ => "extended program header count (PN_XNUM)",
+            };
+            assert_eq!(what, want, "{len} bytes");
+            // Lenient parsing sets the segments aside, then fails on the
+            // section headers (e_shentsize 0xffff): it reports the first.
+            if len >= 64 {
+                assert!(matches!(Elf::parse_lenient(&data), Err(ElfError::Unsupported(_))));
+            }
+        }
+        // Zeros after the identification: a well-formed empty file, with
+        // no segments, sections or dynamic section.
+        for is64 in [false, true] {
+            let mut data = vec![0u8; 64];
+            data[..4].copy_from_slice(MAGIC);
+            data[4] = if is64 { 2 } else { 1 };
+            data[5] = 2;
+            let elf = Elf::parse(&data).unwrap();
+            assert_eq!((elf.layout.is64, elf.layout.little), (is64, false));
+            assert!(elf.phdrs.is_empty() && elf.shdrs.is_empty());
+            assert!(elf.dynamic().unwrap().is_none());
+            assert_eq!(elf.shstrndx(), None);
         }
     }
 

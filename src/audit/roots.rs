@@ -1,0 +1,175 @@
+//! What the audit is pointed at, and the walk from there to files: paths
+//! of this machine (a `result` link followed, folders walked in parallel)
+//! and store paths unpacked elsewhere, each file named as the user sees it
+//! and located for baselines by a name without the store hash.
+
+use std::path::{Path, PathBuf};
+
+use super::failure::{self, Failure};
+use super::{audit_file, audit_file_at, checks, Audit, FileOutcome, Policy};
+use crate::fs::walk;
+
+/// Audits files and folders (folders walked in parallel, links inside them
+/// not followed; a path given directly that is a link is followed, as
+/// `result` links are meant to be).
+pub fn audit_paths(paths: &[PathBuf], policy: &Policy) -> Audit {
+    let roots: Vec<Root> = paths.iter().cloned().map(Root::Path).collect();
+    audit_roots(&roots, policy)
+}
+
+/// What to audit: a path of this machine, or a store path unpacked elsewhere.
+#[derive(Debug, Clone)]
+pub enum Root {
+    /// A file or folder as given.
+    Path(PathBuf),
+    /// A store path's contents at `mount.local`, reported and decided under
+    /// `mount.logical` (the policy's resolver must hold the same mounts).
+    Mounted {
+        /// Where it is and what it stands for.
+        mount: crate::store::mounts::Mount,
+        /// Its name in baseline locations (the store name without the hash).
+        name: String,
+    },
+    /// Could not be read at all (a failed fetch): one failure line.
+    Failed(Failure),
+}
+
+/// One examined file: the path shown, its stable location for baselines,
+/// and the outcome.
+type Examined = (PathBuf, String, FileOutcome);
+
+/// Audits roots: [`audit_paths`]'s walk, with mounted store paths read from
+/// their local copies and reported exactly as the realised paths would be.
+pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
+    let mut audit = Audit::default();
+    let mut outcomes: Vec<Examined> = Vec::new();
+    for root in roots {
+        match root {
+            Root::Path(path) => path_root(path, policy, &mut outcomes, &mut audit.failures),
+            Root::Failed(failure) => audit.failures.push(failure.clone()),
+            Root::Mounted { mount, name } => {
+                mounted_root(mount, name, policy, &mut outcomes, &mut audit.failures)
+            }
+        }
+    }
+    let mut cudart = Vec::new();
+    for (shown, location, outcome) in outcomes {
+        match outcome {
+            Ok(Some((mut facts, findings))) => {
+                facts.path = shown.clone();
+                audit.findings.extend(findings.into_iter().map(|mut f| {
+                    f.path = shown.clone();
+                    f.location = Some(location.clone());
+                    f
+                }));
+                cudart.push((shown, facts.dynamic.as_ref().and_then(|d| d.cudart_major())));
+                audit.files.push(facts);
+            }
+            Ok(None) => {}
+            Err(e) => audit.failures.push(e),
+        }
+    }
+    checks::mixed_cudart(&cudart, &mut audit.findings);
+    audit.files.sort_by(|a, b| a.path.cmp(&b.path));
+    failure::sort(&mut audit.failures);
+    audit
+}
+
+/// A root's name in baseline locations: the store hash stripped from the
+/// real name (a `result` link's target, `.` made a name).
+fn root_name(real: &Path) -> String {
+    let name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    crate::audit::finding::strip_store_hash(&name).to_string()
+}
+
+/// A file or folder of this machine, as given.
+fn path_root(
+    path: &PathBuf,
+    policy: &Policy,
+    outcomes: &mut Vec<Examined>,
+    failures: &mut Vec<Failure>,
+) {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => {
+            let mut failure = Failure::io(path, &e);
+            if std::fs::symlink_metadata(path).is_ok() {
+                failure.reason = failure::Reason::BrokenLink(crate::error::describe_io(&e));
+            }
+            failures.push(failure);
+            return;
+        }
+    };
+    if meta.is_dir() {
+        // Enter a `result` link's target: walk the resolved folder, name files under the given path.
+        let root = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        let rel = |p: &Path| p.strip_prefix(&root).map(Path::to_path_buf).unwrap_or_default();
+        let shown = |p: &Path| if root != *path { path.join(rel(p)) } else { p.to_path_buf() };
+        let walked = walk::walk(&root, &walk::Options::default(), |p, kind| {
+            kind.file_type.is_file().then(|| audit_file(p, &shown(p), policy))
+        });
+        failures.extend(walked.errors.iter().map(Failure::from));
+        let base = root_name(&root);
+        for (p, outcome) in walked.items {
+            let location = Path::new(&base).join(rel(&p)).to_string_lossy().into_owned();
+            outcomes.push((shown(&p), location, outcome));
+        }
+    } else {
+        // Resolved once here: the checks need the real path ($ORIGIN, in
+        // the store or not), and files found by the walk below a real
+        // root are real already (links inside folders are not followed).
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        let outcome = audit_file(&real, path, policy);
+        outcomes.push((path.clone(), root_name(&real), outcome));
+    }
+}
+
+/// A store path unpacked at `mount.local`, reported under `mount.logical`.
+fn mounted_root(
+    mount: &crate::store::mounts::Mount,
+    name: &str,
+    policy: &Policy,
+    outcomes: &mut Vec<Examined>,
+    failures: &mut Vec<Failure>,
+) {
+    let (local, logical) = (&mount.local, &mount.logical);
+    let meta = match std::fs::symlink_metadata(local) {
+        Ok(m) => m,
+        // The store path is one file that is no object: the
+        // unpacking left it out, as the audit would skip it.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => {
+            failures.push(Failure::io(logical, &e));
+            return;
+        }
+    };
+    if meta.is_dir() {
+        let rel = |p: &Path| p.strip_prefix(local).map(Path::to_path_buf).unwrap_or_default();
+        let walked = walk::walk(local, &walk::Options::default(), |p, kind| {
+            kind.file_type.is_file().then(|| {
+                let shown = logical.join(rel(p));
+                audit_file_at(p, &shown, &shown, policy)
+            })
+        });
+        failures.extend(walked.errors.iter().map(|e| {
+            let failure = Failure::from(e);
+            match mount.logical_of(&failure.path) {
+                Some(shown) => failure.renamed(shown),
+                None => failure,
+            }
+        }));
+        for (p, outcome) in walked.items {
+            let location = Path::new(name).join(rel(&p)).to_string_lossy().into_owned();
+            outcomes.push((logical.join(rel(&p)), location, outcome));
+        }
+    } else if meta.is_file() {
+        let outcome = audit_file_at(local, logical, logical, policy);
+        outcomes.push((logical.clone(), name.to_string(), outcome));
+    } else if meta.file_type().is_symlink() {
+        // Rare (`nix-store --add` of a link); its target is a
+        // path of its own: say so rather than audit nothing.
+        let target = std::fs::read_link(local).unwrap_or_default();
+        let reason = failure::Reason::StoreLink(target);
+        failures.push(Failure { path: logical.clone(), reason });
+    }
+}
