@@ -8,6 +8,7 @@
 //! device code is the one model of [`crate::devicecode`], containers outside
 //! the fatbin sections included.
 
+pub mod args;
 pub mod baseline;
 pub mod checks;
 pub mod dynamic;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::linkage::Resolver;
-use super::session::AuditArgs;
+use super::args::AuditArgs;
 use super::Policy;
 use crate::buildenv::BuildEnv;
 use crate::cuda::capabilities::{self, CapError, CudaVersion, Request};

@@ -17,16 +17,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+pub use super::traverse::STUB_MAX_BYTES;
 use super::traverse::Leaf;
 use crate::cuda::capabilities::{Capability, Code, CodeKind};
 use crate::fatbin::{codec, cubin, Arch, Entry, Kind, Payload};
 
-/// Cubins larger than this (decompressed) are code, not link stubs: nvlink's
-/// stubs measure 0.7-2 KiB (nvcc 13 fixtures, NCCL, cuBLAS), while CuPy's
-/// thrust module keeps one 6 MB cubin per architecture. Such a cubin settles
-/// its architecture before anything is decoded (cuBLASLt's 5,839 cubins need
-/// no decoding at all).
-pub const STUB_MAX_BYTES: u64 = 64 << 10;
 
 /// An architecture's SASS. Ordered: of several cubins, the greatest wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

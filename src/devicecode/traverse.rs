@@ -11,6 +11,13 @@ use crate::devicecode::host::{self, FatbinSection, Object, ReadError};
 use crate::fatbin::cubin::{CubinError, CubinInfo};
 use crate::fatbin::{Container, Entry, Kind, Region};
 
+/// Cubins larger than this (decompressed) are code, not link stubs: nvlink's
+/// stubs measure 0.7-2 KiB (nvcc 13 fixtures, NCCL, cuBLAS), while CuPy's
+/// thrust module keeps one 6 MB cubin per architecture. Such a cubin settles
+/// its architecture before anything is decoded (cuBLASLt's 5,839 cubins need
+/// no decoding at all).
+pub const STUB_MAX_BYTES: u64 = 64 << 10;
+
 /// What the walk meets, in file order.
 #[derive(Debug)]
 pub enum Part<'e, 'a> {
@@ -210,7 +217,7 @@ pub enum Leaf<'e, 'a> {
 /// The leaves of some containers, bundles replaced by their parts.
 pub fn leaves<'e, 'a>(containers: &'e [Container<'a>], out: &mut Vec<Leaf<'e, 'a>>) {
     let big_cubin =
-        |e: &Entry<'_>| e.kind == Kind::Elf && e.plain_size() > super::model::STUB_MAX_BYTES;
+        |e: &Entry<'_>| e.kind == Kind::Elf && e.plain_size() > STUB_MAX_BYTES;
     for c in containers {
         let beside_code = c.entries.iter().any(|e| big_cubin(e) || e.parts.iter().any(big_cubin));
         for e in &c.entries {
