@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::linkage::Resolver;
 use super::args::AuditArgs;
+use super::linkage::Resolver;
 use super::Policy;
 use crate::buildenv::BuildEnv;
 use crate::cuda::capabilities::{self, CapError, CudaVersion, Request};

@@ -11,16 +11,15 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use super::args::{AuditArgs, BaselineArgs};
 use super::baseline::{Baseline, BaselineError};
 use super::failure::Failure;
 use super::linkage::Resolver;
-pub use super::args::{AuditArgs, BaselineArgs};
 use super::policy::{self, Checks, PolicyError};
 use super::sources::{self, CacheArgs, Progress, SourceError, Sources};
 use super::{Audit, Policy};
 use crate::buildenv::{BuildEnv, BuildEnvError};
 use crate::log::{Logger, Msg};
-
 
 /// Why a session stops before it has a result.
 #[derive(Debug, thiserror::Error)]

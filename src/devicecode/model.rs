@@ -17,11 +17,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-pub use super::traverse::STUB_MAX_BYTES;
 use super::traverse::Leaf;
+pub use super::traverse::STUB_MAX_BYTES;
 use crate::cuda::capabilities::{Capability, Code, CodeKind};
 use crate::fatbin::{codec, cubin, Arch, Entry, Kind, Payload};
-
 
 /// An architecture's SASS. Ordered: of several cubins, the greatest wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

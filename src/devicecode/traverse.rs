@@ -216,8 +216,7 @@ pub enum Leaf<'e, 'a> {
 
 /// The leaves of some containers, bundles replaced by their parts.
 pub fn leaves<'e, 'a>(containers: &'e [Container<'a>], out: &mut Vec<Leaf<'e, 'a>>) {
-    let big_cubin =
-        |e: &Entry<'_>| e.kind == Kind::Elf && e.plain_size() > STUB_MAX_BYTES;
+    let big_cubin = |e: &Entry<'_>| e.kind == Kind::Elf && e.plain_size() > STUB_MAX_BYTES;
     for c in containers {
         let beside_code = c.entries.iter().any(|e| big_cubin(e) || e.parts.iter().any(big_cubin));
         for e in &c.entries {

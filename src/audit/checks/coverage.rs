@@ -1,0 +1,250 @@
+//! Capability coverage of the device code: the rows
+//! `no-code-for-capability`, `ptx-only-capability`,
+//! `missing-forward-compat-ptx`, `unrequested-arch`,
+//! `device-code-not-scanned` and `jetson-capability-mismatch` of the checks
+//! table.
+
+use std::path::Path;
+
+use crate::audit::finding::{CheckId, Finding, Subject};
+use crate::audit::Policy;
+use crate::cuda::capabilities::{coverage, Capability, Code, CodeKind, Request, Runs, Variant};
+use crate::devicecode::model::capability;
+use crate::devicecode::DeviceCode;
+use crate::elf::dynamic::DynamicFacts;
+
+/// Device code outside the fatbin sections that the audit saw and did not
+/// read (`--scan` reads it): its other findings are about the sections only.
+pub fn scan_coverage(path: &Path, dev: &DeviceCode, out: &mut Vec<Finding>) {
+    if let Some(offset) = dev.unscanned {
+        out.push(Finding::new(
+            CheckId::DeviceCodeNotScanned,
+            path,
+            format!(
+                "fatbin containers lie outside the fatbin sections (one at offset {offset:#x}); they were not read, so the capability checks see only the sections: run with --scan"
+            ),
+        ));
+    }
+}
+
+/// Capability coverage of the device code against the requested list.
+pub fn capabilities(path: &Path, dev: &DeviceCode, policy: &Policy, out: &mut Vec<Finding>) {
+    let Some(req) = &policy.requested else { return };
+    if !dev.has_code() {
+        return;
+    }
+    let codes = dev.codes();
+    gaps(path, &codes, req, out);
+    forward_compat(path, &codes, req, policy, out);
+    unrequested(path, dev, req, policy, out);
+}
+
+/// "SASS sm_80 sm_86" / "no PTX": what the file has of one kind, for messages.
+fn have(codes: &[Code], kind: CodeKind) -> String {
+    let (label, prefix) = match kind {
+        CodeKind::Sass => ("SASS", "sm"),
+        CodeKind::Ptx => ("PTX", "compute"),
+    };
+    let v: Vec<String> = codes
+        .iter()
+        .filter(|c| c.kind == kind)
+        .map(|c| format!("{prefix}_{}{}", c.target.sm(), c.target.variant.suffix()))
+        .collect();
+    if v.is_empty() {
+        format!("no {label}")
+    } else {
+        format!("{label} {}", v.join(" "))
+    }
+}
+
+/// Requested capabilities nothing runs on, or only the PTX JIT.
+fn gaps(path: &Path, codes: &[Code], req: &Request, out: &mut Vec<Finding>) {
+    let have = |kind| have(codes, kind);
+    for cap in &req.capabilities {
+        match coverage(codes, *cap) {
+            Runs::No => out.push(
+                Finding::new(
+                    CheckId::NoCodeForCapability,
+                    path,
+                    format!(
+                        "nothing runs on capability {cap}: the file has {} and {}",
+                        have(CodeKind::Sass),
+                        have(CodeKind::Ptx)
+                    ),
+                )
+                .about(Subject::Capability(cap.to_string())),
+            ),
+            Runs::Jit => out.push(
+                Finding::new(
+                    CheckId::PtxOnlyCapability,
+                    path,
+                    format!(
+                        "capability {cap} runs only through the PTX JIT (the file has {})",
+                        have(CodeKind::Ptx)
+                    ),
+                )
+                .about(Subject::Capability(cap.to_string())),
+            ),
+            Runs::Native => {}
+        }
+    }
+}
+
+/// Forward compatibility: PTX for the last capability (Nixpkgs' rule), and
+/// for every capability written with +PTX.
+fn forward_compat(
+    path: &Path,
+    codes: &[Code],
+    req: &Request,
+    policy: &Policy,
+    out: &mut Vec<Finding>,
+) {
+    let have = |kind| have(codes, kind);
+    // Forward compatibility: PTX for the last capability (Nixpkgs' rule), and
+    // for every capability written with +PTX. Plain PTX of an equal or lower
+    // capability of the same kind serves as well: it JITs on anything newer.
+    let mut want_ptx: Vec<Capability> = req.ptx.clone();
+    if policy.forward_compat {
+        if let Some(last) = req.capabilities.last() {
+            if !want_ptx.contains(last) {
+                want_ptx.push(*last);
+            }
+        }
+    }
+    for cap in want_ptx {
+        let ok = codes.iter().any(|c| {
+            c.kind == CodeKind::Ptx
+                && match cap.variant {
+                    Variant::Base => {
+                        c.target.variant == Variant::Base && c.target.device() <= cap.device()
+                    }
+                    _ => c.target == cap,
+                }
+        });
+        if !ok {
+            out.push(
+                Finding::new(
+                    CheckId::MissingForwardCompatPtx,
+                    path,
+                    format!(
+                        "forward compatibility needs PTX for capability {cap} or lower, to JIT on newer GPUs; the file has {}",
+                        have(CodeKind::Ptx)
+                    ),
+                )
+                .about(Subject::Capability(cap.to_string())),
+            );
+        }
+    }
+}
+
+/// Device code for capabilities nobody asked for.
+fn unrequested(
+    path: &Path,
+    dev: &DeviceCode,
+    req: &Request,
+    policy: &Policy,
+    out: &mut Vec<Finding>,
+) {
+    // Family code (`sm_100f`) serves its base capability natively: asking
+    // for 10.0 asks for it too (nvcc's `-arch=sm_100f` is how one builds
+    // once for 10.0 and 10.3).
+    let asked = |list: &[Capability], cap: Capability| {
+        list.contains(&cap) || (cap.variant == Variant::Family && list.contains(&cap.device()))
+    };
+    let (sass, ptx) = (dev.sass(), dev.ptx());
+    for a in sass.iter().map(|a| (CodeKind::Sass, a)).chain(ptx.iter().map(|a| (CodeKind::Ptx, a)))
+    {
+        let Some(cap) = capability(*a.1) else { continue };
+        let last = req.capabilities.last().copied();
+        let requested = match a.0 {
+            CodeKind::Sass => asked(&req.capabilities, cap),
+            CodeKind::Ptx => {
+                asked(&req.ptx, cap)
+                    || (policy.forward_compat && last.is_some_and(|l| asked(&[l], cap)))
+                    || asked(&req.capabilities, cap)
+            }
+        };
+        if !requested {
+            let (kind, name) = match a.0 {
+                CodeKind::Sass => ("SASS", a.1.name()),
+                CodeKind::Ptx => ("PTX", a.1.name().replacen("sm_", "compute_", 1)),
+            };
+            let list: Vec<String> = req.capabilities.iter().map(|c| c.to_string()).collect();
+            out.push(
+                Finding::new(
+                    CheckId::UnrequestedArch,
+                    path,
+                    format!("{kind} {name} was not requested (requested: {})", list.join(" ")),
+                )
+                .about(Subject::Arch(name)),
+            );
+        }
+    }
+}
+
+/// Jetson awareness. Jetson capabilities (the table's Jetson rows) run only
+/// on aarch64 Jetson boards: SASS or PTX for one in a host file for another
+/// machine is a wrong target. And a Jetson build (every requested capability
+/// a Jetson one, as Nixpkgs' `isJetsonBuild`) has no use for SASS of SBSA or
+/// desktop capabilities.
+pub fn jetson(
+    path: &Path,
+    dev: &DeviceCode,
+    d: Option<&DynamicFacts>,
+    policy: &Policy,
+    out: &mut Vec<Finding>,
+) {
+    const EM_AARCH64: u16 = 183;
+    let is_jetson = |c: Capability| {
+        crate::cuda::capabilities::info(c)
+            .or_else(|| crate::cuda::capabilities::info(c.device()))
+            .map(|i| i.jetson)
+    };
+    let name = |c: &crate::cuda::capabilities::Code| {
+        let prefix = if c.kind == CodeKind::Sass { "sm" } else { "compute" };
+        format!("{prefix}_{}{}", c.target.sm(), c.target.variant.suffix())
+    };
+    let mut codes = dev.codes();
+    codes.sort_by_key(|c| (c.target, c.kind == CodeKind::Ptx));
+    codes.dedup();
+    if let Some(d) = d.filter(|d| d.machine != EM_AARCH64) {
+        let target = d.target();
+        for c in codes.iter().filter(|c| is_jetson(c.target) == Some(true)) {
+            out.push(
+                Finding::new(
+                    CheckId::JetsonCapabilityMismatch,
+                    path,
+                    format!(
+                        "device code for the Jetson capability {} ({}) in a file for {}: Jetson boards are aarch64",
+                        c.target,
+                        name(c),
+                        target.describe()
+                    ),
+                )
+                .about(Subject::Arch(name(c))),
+            );
+        }
+    }
+    let Some(req) = &policy.requested else { return };
+    if req.capabilities.is_empty() || !req.capabilities.iter().all(|c| is_jetson(*c) == Some(true))
+    {
+        return;
+    }
+    let wanted: Vec<String> = req.capabilities.iter().map(|c| c.to_string()).collect();
+    for c in codes.iter().filter(|c| c.kind == CodeKind::Sass && is_jetson(c.target) == Some(false))
+    {
+        out.push(
+            Finding::new(
+                CheckId::JetsonCapabilityMismatch,
+                path,
+                format!(
+                    "a Jetson build (capabilities {}) with SASS for the SBSA/desktop capability {} ({})",
+                    wanted.join(", "),
+                    c.target,
+                    name(c)
+                ),
+            )
+            .about(Subject::Arch(name(c))),
+        );
+    }
+}
