@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::failure::{self, Failure};
 use super::{audit_file, audit_file_at, checks, Audit, FileOutcome, Policy};
+use crate::fs::typed::{self, Follow};
 use crate::fs::walk;
 
 /// Audits files and folders (folders walked in parallel, links inside them
@@ -89,38 +90,29 @@ fn path_root(
     outcomes: &mut Vec<Examined>,
     failures: &mut Vec<Failure>,
 ) {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) => {
-            let mut failure = Failure::io(path, &e);
-            if std::fs::symlink_metadata(path).is_ok() {
-                failure.reason = failure::Reason::BrokenLink(crate::error::describe_io(&e));
-            }
-            failures.push(failure);
-            return;
-        }
+    // Links are followed, a `result` link's files named under it: the
+    // checks need real paths ($ORIGIN, in the store or not).
+    let typed = match typed::resolve(path, Follow::Everything) {
+        Ok(typed) => typed,
+        Err(e) => return failures.push(Failure::from(&e)),
     };
-    if meta.is_dir() {
-        // Enter a `result` link's target: walk the resolved folder, name files under the given path.
-        let root = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-        let rel = |p: &Path| p.strip_prefix(&root).map(Path::to_path_buf).unwrap_or_default();
-        let shown = |p: &Path| if root != *path { path.join(rel(p)) } else { p.to_path_buf() };
-        let walked = walk::walk(&root, &walk::Options::default(), |p, kind| {
-            kind.file_type.is_file().then(|| audit_file(p, &shown(p), policy))
+    let root = &typed.root;
+    if typed.is_dir {
+        let rel = |p: &Path| p.strip_prefix(root).map(Path::to_path_buf).unwrap_or_default();
+        let walked = walk::walk(root, &walk::Options::default(), |p, kind| {
+            kind.file_type.is_file().then(|| audit_file(p, &typed.shown(p), policy))
         });
         failures.extend(walked.errors.iter().map(Failure::from));
-        let base = root_name(&root);
+        let base = root_name(root);
         for (p, outcome) in walked.items {
             let location = Path::new(&base).join(rel(&p)).to_string_lossy().into_owned();
-            outcomes.push((shown(&p), location, outcome));
+            outcomes.push((typed.shown(&p), location, outcome));
         }
     } else {
-        // Resolved once here: the checks need the real path ($ORIGIN, in
-        // the store or not), and files found by the walk below a real
-        // root are real already (links inside folders are not followed).
-        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-        let outcome = audit_file(&real, path, policy);
-        outcomes.push((path.clone(), root_name(&real), outcome));
+        // Files found by the walk below a real root are real already
+        // (links inside folders are not followed).
+        let outcome = audit_file(root, path, policy);
+        outcomes.push((path.clone(), root_name(root), outcome));
     }
 }
 

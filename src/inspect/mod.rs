@@ -561,13 +561,15 @@ pub fn inspect_paths(
             reports.push(inspect_path(path, options));
             continue;
         }
-        let root = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-        let shown = |p: &Path| match p.strip_prefix(&root) {
-            Ok(rel) if root != *path => path.join(rel),
-            _ => p.to_path_buf(),
+        // A folder exists: the resolution cannot fail (a race is a damaged file).
+        let Ok(typed) = crate::fs::typed::resolve(path, crate::fs::typed::Follow::Everything)
+        else {
+            reports.push(inspect_path(path, options));
+            continue;
         };
+        let shown = |p: &Path| typed.shown(p);
         let walked =
-            crate::fs::walk::walk(&root, &crate::fs::walk::Options::default(), |p, kind| {
+            crate::fs::walk::walk(&typed.root, &crate::fs::walk::Options::default(), |p, kind| {
                 if !kind.file_type.is_file() {
                     return None;
                 }
