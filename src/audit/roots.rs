@@ -85,7 +85,7 @@ fn root_name(real: &Path) -> String {
 
 /// A file or folder of this machine, as given.
 fn path_root(
-    path: &PathBuf,
+    path: &Path,
     policy: &Policy,
     outcomes: &mut Vec<Examined>,
     failures: &mut Vec<Failure>,
@@ -112,7 +112,7 @@ fn path_root(
         // Files found by the walk below a real root are real already
         // (links inside folders are not followed).
         let outcome = audit_file(root, path, policy);
-        outcomes.push((path.clone(), root_name(root), outcome));
+        outcomes.push((path.to_path_buf(), root_name(root), outcome));
     }
 }
 
