@@ -146,7 +146,7 @@ fn findings_of(v: &serde_json::Value, file: &Path) -> Vec<serde_json::Value> {
 /// The NEEDED names the audit found nowhere for `file` (every finding
 /// about it must be one of those).
 fn unresolved(v: &serde_json::Value, file: &Path) -> Vec<String> {
-    findings_of(v, file)
+    let mut names: Vec<String> = findings_of(v, file)
         .iter()
         .map(|f| {
             assert_eq!(f["check"], "unresolved-needed", "{f}");
@@ -154,21 +154,25 @@ fn unresolved(v: &serde_json::Value, file: &Path) -> Vec<String> {
             let name = m.strip_prefix("NEEDED ").unwrap().split(' ').next().unwrap();
             name.to_string()
         })
-        .collect()
+        .collect();
+    names.sort();
+    names
 }
 
 /// What the loader would not find for a file without RUNPATH or RPATH:
 /// its NEEDED names that neither glibc nor the driver provide and that,
-/// with a sysroot, are not in that sysroot's `lib` folder.
+/// with a sysroot, are not in that sysroot's `lib` folder (sorted).
 fn expected_unresolved(facts: &Facts, sysroot: Option<&Path>) -> Vec<String> {
     assert!(facts.runpath.is_none() && facts.rpath.is_none(), "{facts:?}");
-    facts
+    let mut names: Vec<String> = facts
         .needed
         .iter()
         .filter(|n| !nix_cuda_hooks::audit::linkage::provided_by_system(n))
         .filter(|n| !sysroot.is_some_and(|r| r.join("lib").join(n).exists()))
         .cloned()
-        .collect()
+        .collect();
+    names.sort();
+    names
 }
 
 /// Audits `files` (big-endian, 64-bit, `machine`) without and with the
