@@ -6,26 +6,20 @@
 //! nothing else imports), decisions live in the library so that tests and
 //! the other binaries can reuse them.
 //!
-//! - [`output`]: the exit status, report formats, the sanitiser for names
-//!   shown to people and the JSON envelope, shared by every tool.
-//! - [`log`]: setup.sh-style logging (`LEVEL: caller: message` on `$NIX_LOG_FD`).
-//! - [`buildenv`]: what a Nix build tells us: outputs, attributes, `TMPDIR`, `NIX_STORE`.
-//! - [`walk`]: the parallel, deterministic walk of output trees.
-//! - [`capabilities`]: the capability table (data) and NVIDIA's compatibility rules.
-//! - [`symlinks`]: the noBrokenSymlinks decision procedure and its extra findings.
-//! - [`fatbin`]: the device-code reader (bytes in, types out).
-//! - [`listing`]: cuobjdump's `--list-elf`/`--list-ptx`, byte for byte.
-//! - [`hostelf`]: where device code sits in host ELF files, archives, raw fatbins, cubins.
-//! - [`devicecode`]: the one model of a file's device code and the one walk building it.
-//! - [`inspect`]: the per-file report of `cuda-elf-inspect` (summary and JSON).
-//! - [`elf`]: a bounds-checked ELF reader, the skip rules, the RUNPATH planner
-//!   and the targeted writer/verifier behind `auto-add-driver-runpath`.
-//! - [`audit`]: the checks of `cuda-elf-inspect` (linkage, RUNPATH, capability
-//!   coverage), and its session from arguments to result (`audit::session`).
-//! - [`atomic`]: replace a file through a temporary file and a rename.
-//! - [`driver_runpath`]: autoAddDriverRunpath's walk, decisions and report.
-//! - [`nar`], [`narinfo`]: Nix archives and binary-cache metadata, read as they stream in.
-//! - [`cache`], [`mounts`]: binary caches and NAR files, unpacked and audited under their store names.
+//! The modules, by layer (lower layers never import higher ones; the map and
+//! the rules are docs/architecture.md, enforced by tests/architecture.rs):
+//! - [`error`]; [`log`] (setup.sh-style logging), [`output`] (exit status,
+//!   formats, the one sanitiser, the JSON envelope), [`buildenv`] (what a Nix
+//!   build tells us);
+//! - [`fs`] (walk, typed paths, atomic rewrite), [`elf`] (our ELF reader,
+//!   loader facts, the RUNPATH writer), [`fatbin`] (the device-code reader);
+//! - [`store`] (NARs, narinfo, caches, mounts), [`cuda`] (capability and
+//!   driver tables and rules);
+//! - [`devicecode`] (the one model of a file's device code and its walk);
+//! - the engines: [`symlinks`], [`driver_runpath`], [`inspect`] (`--summary`
+//!   and the cuobjdump listing), [`audit`];
+//! - [`report`] (one emitter per format);
+//! - [`cli`] (the three front ends).
 #![deny(missing_docs)]
 
 pub mod audit;

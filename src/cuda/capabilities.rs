@@ -157,7 +157,7 @@ pub fn table() -> &'static [Info] {
     TABLE.get_or_init(|| {
         parse_table(TABLE_TEXT).unwrap_or_else(|line| {
             // Our own data, checked by a unit test: a bad row is a build bug.
-            unreachable!("src/capabilities.tsv: malformed row: {line}")
+            unreachable!("src/cuda/capabilities.tsv: malformed row: {line}")
         })
     })
 }

@@ -8,7 +8,7 @@
 //!   ISA version newer than the driver's CUDA version cannot be JIT-compiled.
 //!   This matters only where PTX is the only code for a GPU.
 //!
-//! The facts are data (`src/driver.tsv`, sources in
+//! The facts are data (`src/cuda/driver.tsv`, sources in
 //! docs/driver-compatibility.md); this module only looks them up.
 
 use std::fmt;
@@ -90,7 +90,7 @@ fn table() -> &'static Table {
     TABLE.get_or_init(|| {
         parse_table(TABLE_TEXT).unwrap_or_else(|line| {
             // Our own data, checked by a unit test: a bad row is a build bug.
-            unreachable!("src/driver.tsv: malformed row: {line}")
+            unreachable!("src/cuda/driver.tsv: malformed row: {line}")
         })
     })
 }
