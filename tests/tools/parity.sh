@@ -17,7 +17,9 @@ new=$(realpath "$2")
 work=$(mktemp -d "${TMPDIR:-/tmp}/parity.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-mapfile -t corpus < <(bash tests/tools/corpus.sh curand12 curand13 cupy cufft deb-s390x deb-ppc64el deb-arm64 2>/dev/null)
+# Big-endian files (deb-s390x) are left out: builds before the one-parse
+# audit refused them (tests/big_endian.rs checks them against readelf).
+mapfile -t corpus < <(bash tests/tools/corpus.sh curand12 curand13 cupy cufft deb-ppc64el deb-arm64 2>/dev/null)
 inputs=("${corpus[@]}")
 [ -d .cache/fixtures ] && inputs+=(.cache/fixtures)
 for f in /usr/lib/x86_64-linux-gnu/libz.so.1 /usr/lib/x86_64-linux-gnu/libstdc++.so.6 /bin/ls; do
@@ -41,7 +43,8 @@ run() {
   for what in "" e s; do
     if ! cmp -s "$work/o$what.$tag" "$work/n$what.$tag"; then
       differ=$((differ + 1))
-      echo "DIFFERS (${what:-stdout}${what:+}): $bin $*"
+      local shown="$*"
+      echo "DIFFERS (${what:-stdout}): $bin ${shown:0:160}"
       diff "$work/o$what.$tag" "$work/n$what.$tag" | head -5
       break
     fi
