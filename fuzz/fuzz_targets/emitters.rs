@@ -10,6 +10,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use libfuzzer_sys::fuzz_target;
+use nix_cuda_hooks::audit::failure::{Failure, Reason};
 use nix_cuda_hooks::audit::finding::{CheckId, Finding, Subject};
 use nix_cuda_hooks::report::{self, github, sarif, Report};
 use nix_cuda_hooks::symlinks::{LinkRecord, Verdict};
@@ -41,7 +42,10 @@ fuzz_target!(|data: &[u8]| {
                         .about(Subject::Entry(String::from_utf8_lossy(rest).into_owned())),
                 );
             }
-            2 => failures.push(String::from_utf8_lossy(rest).into_owned()),
+            2 => failures.push(Failure {
+                path,
+                reason: Reason::Unreadable(String::from_utf8_lossy(rest).into_owned()),
+            }),
             _ => links.push(LinkRecord {
                 path: path.clone(),
                 target: Some(path.into_os_string()),

@@ -175,6 +175,14 @@ impl Replacement {
                     e,
                 ));
             }
+            // `rename` does nothing when both names are already links to one
+            // file: `link` was the target itself reached by another path (a
+            // tree given twice, once through a `result` link). Then the
+            // temporary name is still there, and is only an extra name.
+            if std::fs::symlink_metadata(&temp).is_ok() {
+                std::fs::remove_file(&temp)
+                    .map_err(|e| PathError::during(&temp, "cannot remove the temporary name", e))?;
+            }
         }
         Ok(())
     }
@@ -339,6 +347,28 @@ mod tests {
         assert_eq!(m.mode() & 0o7777, 0o4755);
         assert_eq!(m.ino(), std::fs::metadata(&other).unwrap().ino());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    /// The same file reached by two paths (a tree given twice, once through
+    /// a link to its folder) is switched once and leaves no temporary name.
+    #[test]
+    fn a_link_that_is_the_target_itself_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out/f");
+        std::fs::create_dir(dir.path().join("out")).unwrap();
+        std::os::unix::fs::symlink("out", dir.path().join("result")).unwrap();
+        std::fs::write(&target, b"old").unwrap();
+        let meta = std::fs::metadata(&target).unwrap();
+        let r = Replacement::create(&target).unwrap();
+        use std::io::Write;
+        r.file().write_all(b"new").unwrap();
+        r.commit(&meta, &[dir.path().join("result/f")], false).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("out"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["f"]);
     }
 
     #[test]
