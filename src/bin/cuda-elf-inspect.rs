@@ -65,6 +65,19 @@ struct Args {
     /// With --substituter: audit the closure (follow each narinfo's References).
     #[arg(long, requires = "substituter")]
     closure: bool,
+    /// With --closure: fetch at most this many store paths (roots first,
+    /// then by depth); the rest is one failure naming the depth reached.
+    #[arg(long, value_name = "N", default_value_t = nix_cuda_hooks::store::budget::DEFAULT_MAX_PATHS, requires = "closure")]
+    max_paths: usize,
+    /// Cache and NAR audits: most bytes of unpacked files on disk at once,
+    /// across all store paths (`K`, `M`, `G`, `T`: powers of 1024; runs of
+    /// zeros take none). A store path that needs more fails, naming the file.
+    #[arg(long, value_name = "BYTES", default_value = "16G", value_parser = nix_cuda_hooks::store::budget::parse_bytes)]
+    max_unpack_bytes: u64,
+    /// With --substituter: fail a download after this many seconds without
+    /// a byte (there is no limit on the total time).
+    #[arg(long, value_name = "SECS", default_value_t = nix_cuda_hooks::store::budget::DEFAULT_STALL_SECS, value_parser = clap::value_parser!(u64).range(1..))]
+    stall_timeout: u64,
     /// Capabilities the build was asked for: `8.6 9.0`, `8.6;9.0`, `86;90`,
     /// `sm_86,sm_90`, `8.6;9.0+PTX`. Default: $cudaCapabilities, $CUDAARCHS,
     /// $TORCH_CUDA_ARCH_LIST; none means no capability checks.
@@ -241,6 +254,12 @@ fn run_audit(args: &Args) -> anyhow::Result<u8> {
     if cache.is_some() && paths.is_empty() {
         bail!("--substituter needs store paths to audit (try --help)");
     }
+    // issue 24: the bounds of a cache or NAR audit.
+    nix_cuda_hooks::store::budget::configure(nix_cuda_hooks::store::budget::Limits {
+        max_unpack_bytes: args.max_unpack_bytes,
+        max_paths: args.max_paths,
+        stall_timeout: std::time::Duration::from_secs(args.stall_timeout),
+    });
     let progress = ProgressLine::new(io::stderr().is_terminal());
     let sources =
         sources::prepare(&paths, cache.as_ref(), &policy.store_dir, &|p| progress.show(p))?;
