@@ -110,7 +110,7 @@ pub fn for_each_unit(object: &Object<'_>, path: Option<&Path>, unit: &mut UnitFn
         let file = match host::thin_member_path(archive, m.name) {
             Ok(file) => file,
             Err(e) => {
-                unit(Some(m.name), Err(format!("{}: {e}", archive.display())));
+                unit(Some(m.name), Err(e.to_string()));
                 continue;
             }
         };

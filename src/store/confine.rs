@@ -74,10 +74,7 @@ pub fn thin_member(archive: &Path, name: &[u8]) -> Option<io::Result<PathBuf>> {
         None => Err("the store path is this one file".to_string()),
     };
     Some(resolved.map_err(|why| {
-        io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!("member {}: {why}; it is not read", name.display()),
-        )
+        io::Error::new(io::ErrorKind::PermissionDenied, format!("{why}; it is not read"))
     }))
 }
 
