@@ -497,8 +497,7 @@ fn zero_bomb(zeros: u64) -> Vec<u8> {
         enc.write_all(&block[..n]).unwrap();
         left -= n as u64;
     }
-    let mut tail = Vec::new();
-    tail.resize((8 - size % 8) as usize % 8, 0);
+    let mut tail = vec![0; (8 - size % 8) as usize % 8];
     for t in [")", ")", ")", ")", ")", ")"] {
         put(&mut tail, t.as_bytes());
     }
