@@ -9,6 +9,13 @@
 //! else is below `out`; no file holds more bytes than it declared; an
 //! archive the reader accepts whole (names within NAME_MAX) is unpacked
 //! without error, every entry on disk.
+//!
+//! Issue 24, what the audit does with an unpacked tree: every link target
+//! and a name taken from the input (as a thin archive's member name would
+//! be), resolved inside `out` by `store::confine`, stays inside `out`;
+//! `Mounts::locate` of every link, `out` mounted, never gives a file outside
+//! `out`; `unpack_within` under a 4 KiB budget ends with the budget holding
+//! what it reports stored (nothing after an error), never more than 4 KiB.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -19,6 +26,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use libfuzzer_sys::fuzz_target;
+use nix_cuda_hooks::store::budget::Budget;
+use nix_cuda_hooks::store::confine;
+use nix_cuda_hooks::store::mounts::{Located, Mount, Mounts};
 use nix_cuda_hooks::store::nar::{self, EntryKind, NarReader};
 
 const SENTINEL: &[u8] = b"must stay as it is";
@@ -100,8 +110,47 @@ fuzz_target!(|data: &[u8]| {
     if result.is_ok() {
         assert_eq!(on_disk.len(), expected.len(), "unpack succeeded but wrote another tree");
     }
+    if fs::symlink_metadata(&out).is_ok_and(|m| m.is_dir()) {
+        confined(&out, &on_disk, data);
+    }
+    let budget = Budget::new(4096);
+    let small = parent.join("small");
+    let within = nar::unpack_within(&mut NarReader::new(data), &small, &|_| true, &budget);
+    match within {
+        Ok(done) => assert_eq!(budget.used(), done.stored),
+        Err(_) => assert_eq!(budget.used(), 0, "an error left bytes charged"),
+    }
+    assert!(budget.used() <= 4096);
     fs::remove_dir_all(&parent).expect("cleanup");
 });
+
+/// Links and names resolved inside `out` stay there (see the module doc).
+fn confined(out: &Path, on_disk: &BTreeMap<PathBuf, Disk>, data: &[u8]) {
+    use std::ffi::OsStr;
+    let logical = Path::new("/m");
+    let mount = Mount { logical: logical.into(), local: out.to_path_buf(), in_store: true };
+    let mounts = Mounts::of_files(vec![mount], "/s".into());
+    let name = OsStr::from_bytes(&data[..data.len().min(64)]);
+    let mut names = vec![(PathBuf::new(), PathBuf::from(name))];
+    for (path, kind) in on_disk {
+        if let Disk::Link(target) = kind {
+            let folder = path.parent().unwrap_or(Path::new("")).to_path_buf();
+            names.push((folder, PathBuf::from(OsStr::from_bytes(target))));
+            if let Located::Local(local) = mounts.locate(&logical.join(path)) {
+                assert!(local.starts_with(out), "{path:?} located at {local:?}");
+            }
+        }
+    }
+    for (folder, name) in names {
+        if let Ok(resolved) = confine::resolve_inside(out, &folder, &name) {
+            assert!(resolved.starts_with(out), "{name:?} from {folder:?}: {resolved:?}");
+            // What the kernel opens there stays inside too.
+            if let (Ok(real), Ok(root)) = (fs::canonicalize(&resolved), fs::canonicalize(out)) {
+                assert!(real.starts_with(&root), "{name:?} from {folder:?}: opens {real:?}");
+            }
+        }
+    }
+}
 
 #[derive(Debug)]
 enum Disk {

@@ -30,6 +30,19 @@ pub struct AuditArgs {
     /// With --substituter: audit the closure (follow each narinfo's References).
     #[arg(long, requires = "substituter")]
     pub closure: bool,
+    /// With --closure: fetch at most this many store paths (roots first,
+    /// then by depth); the rest is one failure naming the depth reached.
+    #[arg(long, value_name = "N", default_value_t = crate::store::budget::DEFAULT_MAX_PATHS, requires = "closure")]
+    pub max_paths: usize,
+    /// Cache and NAR audits: most bytes of unpacked files on disk at once,
+    /// across all store paths (`K`, `M`, `G`, `T`: powers of 1024; runs of
+    /// zeros take none). A store path that needs more fails, naming the file.
+    #[arg(long, value_name = "BYTES", default_value = "16G", value_parser = crate::store::budget::parse_bytes)]
+    pub max_unpack_bytes: u64,
+    /// With --substituter: fail a download after this many seconds without
+    /// a byte (there is no limit on the total time).
+    #[arg(long, value_name = "SECS", default_value_t = crate::store::budget::DEFAULT_STALL_SECS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub stall_timeout: u64,
     /// Capabilities the build was asked for: `8.6 9.0`, `8.6;9.0`, `86;90`,
     /// `sm_86,sm_90`, `8.6;9.0+PTX`. Default: $cudaCapabilities, $CUDAARCHS,
     /// $TORCH_CUDA_ARCH_LIST; none means no capability checks.
@@ -82,6 +95,15 @@ impl AuditArgs {
     /// as many as the audit's own threads (rayon's pool: the CPUs this
     /// process may use, or `RAYON_NUM_THREADS`), since each transfer also
     /// decompresses and unpacks.
+    /// The bounds of a cache or NAR audit (disk, closure size, stalls).
+    pub(super) fn limits(&self) -> crate::store::budget::Limits {
+        crate::store::budget::Limits {
+            max_unpack_bytes: self.max_unpack_bytes,
+            max_paths: self.max_paths,
+            stall_timeout: std::time::Duration::from_secs(self.stall_timeout),
+        }
+    }
+
     pub(super) fn cache(&self) -> Option<CacheArgs> {
         self.substituter.as_ref().map(|url| CacheArgs {
             url: url.clone(),

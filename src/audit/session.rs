@@ -46,6 +46,7 @@ pub enum SessionError {
 pub struct Session {
     checks: Checks,
     cache: Option<CacheArgs>,
+    limits: crate::store::budget::Limits,
     scan: bool,
     store_dir: PathBuf,
     baseline: BaselineArgs,
@@ -93,6 +94,7 @@ impl Session {
         Ok(Session {
             checks: policy::checks(args, env)?,
             cache: args.cache(),
+            limits: args.limits(),
             scan,
             store_dir: PathBuf::from(env.store_dir()),
             baseline: baseline.clone(),
@@ -129,6 +131,9 @@ impl Session {
         if self.cache.is_some() && paths.is_empty() {
             return Err(SessionError::NothingToFetch);
         }
+        // The bounds of what a cache or NAR may cost, for the whole process
+        // (the unpacking, the downloads and the signal cleanup read them).
+        crate::store::budget::configure(self.limits);
         let sources = sources::prepare(paths, self.cache.as_ref(), &self.store_dir, progress)?;
         // A cache's paths are named in its store; its mounts are what the
         // resolver must read through.

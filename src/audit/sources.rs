@@ -69,7 +69,7 @@ pub struct Sources {
     /// as the store (the paths are named in it).
     pub store_dir: Option<PathBuf>,
     /// Keeps the unpacked copies until the audit is done.
-    _tmp: Option<tempfile::TempDir>,
+    _tmp: Option<crate::store::scratch::Scratch>, // issue 24
 }
 
 /// Whether `path` is an argument to unpack: a regular file (links
@@ -79,12 +79,9 @@ pub fn is_nar_file(path: &Path) -> bool {
         && std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
-fn temp_dir() -> Result<tempfile::TempDir, SourceError> {
-    use std::os::unix::fs::PermissionsExt;
-    tempfile::Builder::new()
-        .prefix("cuda-elf-inspect.")
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
+fn temp_dir() -> Result<crate::store::scratch::Scratch, SourceError> {
+    // issue 24: removed on signals too, stale ones swept.
+    crate::store::scratch::Scratch::create()
         .map_err(|e| SourceError::TempDir(crate::error::describe_io(&e)))
 }
 
@@ -129,7 +126,9 @@ fn from_files(paths: &[PathBuf], store_dir: &Path) -> Result<Sources, SourceErro
             Err(e) => roots.push(Root::Failed(fetch_failure(&e))),
         }
     }
-    let mounts = Mounts::of_files(mounts, store_dir.to_path_buf());
+    // issue 24: NAR files only: nothing of this machine is read for them.
+    let only_nars = roots.iter().all(|r| !matches!(r, Root::Path(_)));
+    let mounts = Mounts::of_files(mounts, store_dir.to_path_buf()).sealed(only_nars);
     Ok(Sources { roots, mounts, store_dir: None, _tmp: tmp })
 }
 
@@ -137,17 +136,21 @@ fn from_files(paths: &[PathBuf], store_dir: &Path) -> Result<Sources, SourceErro
 /// path the cache client names (every one of its messages is `path: why`).
 fn fetch_failure(e: &CacheError) -> Failure {
     let path = match e {
-        CacheError::Url(url) => url,
+        // The bound of a closure names no store path: the option does.
+        CacheError::Closure { .. } => "--closure",
+        // Alike failures are summarised under the first of them.
+        CacheError::Alike { first, .. } => first.as_str(),
+        CacheError::Url(url) => url.as_str(),
         CacheError::NotStorePath { path, .. }
         | CacheError::NotFound { path, .. }
         | CacheError::Fetch { path, .. }
         | CacheError::NarInfo { path, .. }
         | CacheError::Compression { path, .. }
         | CacheError::Nar { path, .. }
-        | CacheError::Mismatch { path, .. } => path,
+        | CacheError::Mismatch { path, .. } => path.as_str(),
     };
     let text = e.to_string();
-    let why = text.strip_prefix(path.as_str()).and_then(|t| t.strip_prefix(": ")).unwrap_or(&text);
+    let why = text.strip_prefix(path).and_then(|t| t.strip_prefix(": ")).unwrap_or(&text);
     Failure { path: PathBuf::from(path), reason: Reason::Fetch(why.to_string()) }
 }
 

@@ -371,11 +371,16 @@ pub fn parse_member(data: &[u8]) -> Result<Object<'_>, ReadError> {
 }
 
 /// Where a thin archive's member lives: its name, relative to the archive's
-/// folder unless absolute (as GNU ar and cuobjdump resolve it).
-pub fn thin_member_path(archive: &Path, name: &[u8]) -> std::path::PathBuf {
+/// folder unless absolute (as GNU ar and cuobjdump resolve it); for an
+/// archive a cache or NAR unpacked, inside its store path or an error
+/// (issue 24: [`crate::store::confine::thin_member`]).
+pub fn thin_member_path(archive: &Path, name: &[u8]) -> io::Result<std::path::PathBuf> {
     use std::os::unix::ffi::OsStrExt;
+    if let Some(confined) = crate::store::confine::thin_member(archive, name) {
+        return confined; // issue 24
+    }
     let name = Path::new(std::ffi::OsStr::from_bytes(name));
-    archive.parent().unwrap_or(Path::new("")).join(name)
+    Ok(archive.parent().unwrap_or(Path::new("")).join(name))
 }
 
 /// A file's bytes, memory-mapped (or empty for an empty file).

@@ -113,7 +113,14 @@ pub fn for_each_unit(object: &Object<'_>, path: Option<&Path>, unit: &mut UnitFn
     unit(None, Ok(object));
     let (Object::Archive(members), Some(archive)) = (object, path) else { return };
     for m in members.iter().filter(|m| m.thin) {
-        let file = host::thin_member_path(archive, m.name);
+        // issue 24: a member of an unpacked NAR may not lead out of it.
+        let file = match host::thin_member_path(archive, m.name) {
+            Ok(file) => file,
+            Err(e) => {
+                unit(Some(m.name), Err(e.to_string()));
+                continue;
+            }
+        };
         match host::map(&file) {
             Ok(bytes) => match host::parse_member(&bytes) {
                 Ok(inner) => unit(Some(m.name), Ok(&inner)),

@@ -322,7 +322,8 @@ pub fn list_path(
         // A thin archive's members are files next to it; cuobjdump reads them.
         Object::Archive(members) if members.iter().any(|m| m.thin) => {
             for m in members {
-                let member = host::map(&host::thin_member_path(path, m.name)).ok();
+                let member =
+                    host::thin_member_path(path, m.name).ok().and_then(|p| host::map(&p).ok()); // issue 24
                 let bytes: &[u8] = member.as_deref().unwrap_or_default();
                 let parsed = host::parse_member(bytes).ok();
                 let is_elf = bytes.starts_with(b"\x7fELF");

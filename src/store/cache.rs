@@ -18,11 +18,14 @@ use std::time::Duration;
 
 use sha2::Digest as _;
 
+use crate::store::budget::{self, Limits};
+use crate::store::confine;
 use crate::store::decompress::decompressor;
 use crate::store::nar::{self, NarReader, UnpackError, Unpacked};
 use crate::store::narinfo::{
     check_base_name, Compression, NarInfo, NarInfoError, PublicKey, Sha256,
 };
+use crate::store::readahead::read_ahead_watched;
 
 /// Largest narinfo or `nix-cache-info` accepted (real ones are under 4 KiB;
 /// `References` of a large closure member can reach tens of KiB).
@@ -85,6 +88,26 @@ pub enum CacheError {
         /// What went wrong.
         source: UnpackError,
     },
+    /// `--closure` reached `--max-paths`.
+    #[error("--closure: stopped at {max} store paths (--max-paths), at depth {depth}: {left} more references are not audited")]
+    Closure {
+        /// The limit.
+        max: usize,
+        /// References from the root: 1 for its direct references.
+        depth: usize,
+        /// References not fetched (each counted once per referrer).
+        left: usize,
+    },
+    /// Closure members failing alike, beyond the first few shown.
+    #[error("{count} more store paths of the closure (from {first} on): {reason}")]
+    Alike {
+        /// How many.
+        count: usize,
+        /// The first of them, by name.
+        first: String,
+        /// Their common reason.
+        reason: String,
+    },
     /// The NAR read fine but is not the one the narinfo describes.
     #[error("{path}: the NAR does not match its narinfo: {what}")]
     Mismatch {
@@ -111,6 +134,7 @@ pub struct Cache {
     agent: ureq::Agent,
     store_dir: String,
     keys: Vec<PublicKey>,
+    limits: Limits,
 }
 
 /// One store path read from a cache.
@@ -138,15 +162,19 @@ impl Cache {
         };
         // Proxies come from the usual variables (ureq reads ALL_PROXY,
         // HTTPS_PROXY, HTTP_PROXY and NO_PROXY). A stalled connection fails
-        // instead of hanging a CI job.
+        // instead of hanging a CI job: connecting and the response's head
+        // have time limits, a body has the stall limit of `Limits` (no
+        // total: a large NAR on a slow link takes what it takes).
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_connect(Some(Duration::from_secs(30)))
             .timeout_recv_response(Some(Duration::from_secs(60)))
-            .timeout_recv_body(Some(Duration::from_secs(300)))
+            .timeout_recv_body(None)
             .user_agent(concat!("cuda-elf-inspect/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        let mut cache = Cache { location, agent, store_dir: "/nix/store".to_string(), keys };
+        let limits = budget::limits();
+        let store_dir = "/nix/store".to_string();
+        let mut cache = Cache { location, agent, store_dir, keys, limits };
         match cache.get_text(url, "nix-cache-info") {
             Ok(text) => {
                 if let Some(dir) = text.lines().find_map(|l| l.strip_prefix("StoreDir: ")) {
@@ -216,8 +244,10 @@ impl Cache {
         let stream = decompressor(&info.compression, compressed).map_err(|compression| {
             CacheError::Compression { path: store_path.to_string(), compression }
         })?;
-        let unpacked = unpack_verified(stream, dest, keep, Some((&info.nar_hash, info.nar_size)))
+        let expected = Some((&info.nar_hash, info.nar_size));
+        let unpacked = unpack_verified(stream, dest, keep, expected, self.limits.stall_timeout)
             .map_err(|e| e.named(store_path))?;
+        budget::hold(dest, unpacked.stored);
         Ok(Fetched { info, unpacked })
     }
 
@@ -227,6 +257,12 @@ impl Cache {
     /// path (for a progress line). One result per path, sorted by path; a
     /// path that failed does not stop the others, and its references are not
     /// followed (they are unknown without its narinfo).
+    ///
+    /// Bounded: at most `max_paths` of [`Limits`] are fetched (roots first,
+    /// then level by level); the references left are one
+    /// [`CacheError::Closure`] result saying how many and at which depth.
+    /// Closure members failing for the same reason beyond the first
+    /// [`SHOWN_ALIKE`] are one [`CacheError::Alike`] result.
     pub fn fetch_all(
         &self,
         roots: &[String],
@@ -243,6 +279,8 @@ impl Cache {
         let mut seen: BTreeSet<String> = roots.iter().cloned().collect();
         let mut level: Vec<String> = seen.iter().cloned().collect();
         let mut results = Vec::new();
+        let max = self.limits.max_paths.max(roots.len());
+        let (mut depth, mut left, mut cut_at) = (0, 0usize, None);
         while !level.is_empty() {
             let one = |path: &String| {
                 let target = match self.base_name(path) {
@@ -263,14 +301,27 @@ impl Cache {
                     let Ok(f) = result else { continue };
                     for r in &f.info.references {
                         let path = format!("{}/{r}", self.store_dir);
-                        if seen.insert(path.clone()) {
-                            next.push(path);
+                        if seen.contains(&path) {
+                            continue;
                         }
+                        if seen.len() >= max {
+                            left += 1;
+                            cut_at.get_or_insert(depth + 1);
+                            continue;
+                        }
+                        seen.insert(path.clone());
+                        next.push(path);
                     }
                 }
             }
             results.extend(fetched);
             level = next;
+            depth += usize::from(!level.is_empty());
+        }
+        let mut results = summarise_alike(results, roots);
+        if let Some(at) = cut_at {
+            let error = CacheError::Closure { max, depth: at, left };
+            results.push(("--closure".to_string(), Err(error)));
         }
         results.sort_by(|a, b| a.0.cmp(&b.0));
         results
@@ -284,7 +335,8 @@ impl Cache {
             reason,
         };
         match &self.location {
-            Location::Folder(root) => match fs::File::open(root.join(rel)) {
+            // Not a plain open: a FIFO there would block it forever.
+            Location::Folder(root) => match confine::open_regular(&root.join(rel)) {
                 Ok(f) => Ok(Box::new(f)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     Err(CacheError::NotFound { path: path.to_string(), url: rel.to_string() })
@@ -310,7 +362,8 @@ impl Cache {
 
     fn get_text(&self, path: &str, rel: &str) -> Result<String, CacheError> {
         let mut bytes = Vec::new();
-        let read = self.get(path, rel)?.take(MAX_INFO + 1).read_to_end(&mut bytes);
+        let stream = read_ahead_watched(self.get(path, rel)?, Some(self.limits.stall_timeout));
+        let read = stream.take(MAX_INFO + 1).read_to_end(&mut bytes);
         let fetch = |reason: String| CacheError::Fetch {
             path: path.to_string(),
             url: rel.to_string(),
@@ -340,16 +393,18 @@ pub fn unpack_file(
         path: shown.clone(),
         compression: file.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default(),
     })?;
-    let input = fs::File::open(file).map_err(|e| CacheError::Fetch {
+    let input = confine::open_regular(file).map_err(|e| CacheError::Fetch {
         path: shown.clone(),
         url: shown.clone(),
         reason: crate::error::describe_io(&e),
     })?;
     let stream = decompressor(&compression, Box::new(input))
         .map_err(|compression| CacheError::Compression { path: shown.clone(), compression })?;
-    let result = unpack_verified(stream, dest, keep, None).map_err(|e| e.named(&shown));
-    if result.is_err() {
-        remove(dest);
+    let stall = budget::limits().stall_timeout;
+    let result = unpack_verified(stream, dest, keep, None, stall).map_err(|e| e.named(&shown));
+    match &result {
+        Ok(unpacked) => budget::hold(dest, unpacked.stored),
+        Err(_) => remove(dest),
     }
     result
 }
@@ -394,29 +449,37 @@ fn unpack_verified(
     dest: &Path,
     keep: &dyn Fn(&[u8]) -> bool,
     expected: Option<(&Sha256, u64)>,
+    stall: Duration,
 ) -> Result<Unpacked, Unverified> {
     // Decompression on its own thread, hashing and writing on this one.
-    let stream = crate::store::readahead::read_ahead(stream);
+    let stream = read_ahead_watched(stream, Some(stall));
     let limit = expected.map_or(u64::MAX, |(_, size)| size.saturating_add(1));
     let mut hashing = Hashing { inner: stream.take(limit), hasher: sha2::Sha256::new(), len: 0 };
     let mut reader = NarReader::new(&mut hashing);
-    let unpacked = nar::unpack(&mut reader, dest, keep);
+    let disk = budget::disk();
+    let unpacked = nar::unpack_within(&mut reader, dest, keep, disk);
     let len = hashing.len;
     let (hash, size) = match expected {
         Some(e) => e,
         None => return unpacked.map_err(Unverified::Nar),
     };
+    // From here an error must give back what the unpacking charged.
+    let charged = unpacked.as_ref().map_or(0, |u| u.stored);
+    let refuse = |e: Unverified| {
+        disk.credit(charged);
+        Err(e)
+    };
     if len > size {
-        return Err(Unverified::Mismatch(format!("NarSize is {size}, the NAR is longer")));
+        return refuse(Unverified::Mismatch(format!("NarSize is {size}, the NAR is longer")));
     }
     // A short or malformed stream is reported as what the reader saw.
     let unpacked = unpacked.map_err(Unverified::Nar)?;
     if len != size {
-        return Err(Unverified::Mismatch(format!("NarSize is {size}, the NAR has {len} bytes")));
+        return refuse(Unverified::Mismatch(format!("NarSize is {size}, the NAR has {len} bytes")));
     }
     let got = Sha256(hashing.hasher.finalize().into());
     if &got != hash {
-        return Err(Unverified::Mismatch(format!(
+        return refuse(Unverified::Mismatch(format!(
             "NarHash is {}, the NAR hashes to {}",
             hash.to_nix32(),
             got.to_nix32()
@@ -448,4 +511,50 @@ fn remove(dest: &Path) {
         Ok(_) => fs::remove_file(dest),
         Err(_) => Ok(()),
     };
+}
+
+/// Closure members failing alike that are named one by one; the rest are
+/// counted in one [`CacheError::Alike`].
+pub const SHOWN_ALIKE: usize = 5;
+
+/// What failures of different paths can share: the reason without the path
+/// and the URL. `None` for what is never summarised (a path's own content).
+fn alike_reason(e: &CacheError) -> Option<String> {
+    match e {
+        CacheError::NotFound { .. } => Some("not found in the cache".to_string()),
+        CacheError::Fetch { reason, .. } => Some(format!("fetching failed: {reason}")),
+        CacheError::NotStorePath { reason, .. } => Some(reason.clone()),
+        _ => None,
+    }
+}
+
+/// Keeps the roots' results and the first [`SHOWN_ALIKE`] closure members
+/// of each alike reason; the rest of each become one result.
+fn summarise_alike(
+    mut results: Vec<(String, Result<Fetched, CacheError>)>,
+    roots: &[String],
+) -> Vec<(String, Result<Fetched, CacheError>)> {
+    use std::collections::BTreeMap;
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut counts: BTreeMap<String, (usize, String)> = BTreeMap::new();
+    results.retain(|(path, result)| {
+        let Err(e) = result else { return true };
+        let Some(reason) = alike_reason(e).filter(|_| !roots.contains(path)) else {
+            return true;
+        };
+        let entry = counts.entry(reason).or_insert((0, String::new()));
+        entry.0 += 1;
+        if entry.0 == SHOWN_ALIKE + 1 {
+            entry.1 = path.clone();
+        }
+        entry.0 <= SHOWN_ALIKE
+    });
+    for (reason, (count, first)) in counts {
+        if count > SHOWN_ALIKE {
+            let error =
+                CacheError::Alike { count: count - SHOWN_ALIKE, first: first.clone(), reason };
+            results.push((first, Err(error)));
+        }
+    }
+    results
 }

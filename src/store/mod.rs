@@ -4,10 +4,17 @@
 //! paths under their store names.
 //!
 //! Knows nothing of ELF or CUDA: the audit reads what this module unpacked.
+//! What a cache serves is hostile input: [`budget`] bounds what it can make
+//! this process write, fetch and wait for, [`scratch`] is the folder it is
+//! unpacked to (removed on every exit, signals included), and [`confine`]
+//! keeps what is read from it inside it.
 
+pub mod budget;
 pub mod cache;
+pub mod confine;
 pub mod decompress;
 pub mod mounts;
 pub mod nar;
 pub mod narinfo;
 pub mod readahead;
+pub mod scratch;

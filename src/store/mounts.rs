@@ -65,18 +65,29 @@ pub struct Mounts {
     /// than read from this machine's store. `None` for NAR files, whose
     /// references are looked for on this machine as for a realised path.
     store: Option<PathBuf>,
+    /// Whether every audited file comes from a mount (a cache audit): then
+    /// nothing outside the mounts is read at all, a host folder named by a
+    /// RUNPATH or an absolute NEEDED included; it counts as empty.
+    sealed: bool,
 }
 
 impl Mounts {
     /// Mounts of store paths fetched from a cache whose store is `store_dir`.
     pub fn of_cache(list: Vec<Mount>, store_dir: PathBuf) -> Mounts {
-        Mounts { list, store: Some(store_dir) }
+        Mounts { list, store: Some(store_dir), sealed: true }
     }
 
     /// Mounts of NAR files: the store paths they refer to, in `store_dir`,
     /// were not read either (a NAR holds one path, not its closure).
     pub fn of_files(list: Vec<Mount>, store_dir: PathBuf) -> Mounts {
-        Mounts { list, store: Some(store_dir) }
+        Mounts { list, store: Some(store_dir), sealed: false }
+    }
+
+    /// Seals the mounts (when every audited file comes from one, e.g. an
+    /// audit of NAR files only): nothing outside them is read at all, as in
+    /// a cache audit ([`Mounts::of_cache`]).
+    pub fn sealed(self, sealed: bool) -> Mounts {
+        Mounts { sealed: self.sealed || sealed, ..self }
     }
 
     /// Whether there are none (an audit of real paths).
@@ -108,7 +119,12 @@ impl Mounts {
     /// (relative targets from the link's logical folder, absolute ones from
     /// the logical root, `..` from the resolved folder, at most
     /// [`MAX_HOPS`] links). Outside every mount and outside the cache's
-    /// store, the rest of the path is left to the kernel.
+    /// store, the rest of the path is left to the kernel, unless a link
+    /// inside a mount led there (a NAR's `lib/libf.so -> /etc/passwd`) or
+    /// the mounts are a cache's ([`Mounts::of_cache`]): those are
+    /// [`Located::Absent`], as in a store that lacks them, and this
+    /// machine's file is never opened. A host path that is no regular file
+    /// (a device, a FIFO) is absent too: the loader would not map it.
     pub fn locate(&self, path: &Path) -> Located {
         enum Step {
             Root,
@@ -147,6 +163,9 @@ impl Mounts {
                         if let Some(store_path) = self.unfetched(&cur) {
                             return Located::Unfetched(store_path);
                         }
+                        if self.sealed || hops > 0 {
+                            return Located::Absent;
+                        }
                         // Outside: the kernel resolves the rest.
                         while let Some(step) = stack.pop() {
                             match step {
@@ -155,7 +174,7 @@ impl Mounts {
                                 Step::Name(n) => cur.push(n),
                             }
                         }
-                        return Located::Local(cur);
+                        return host_file(cur);
                     };
                     let local = local_of(m, &cur);
                     match std::fs::symlink_metadata(&local) {
@@ -178,8 +197,18 @@ impl Mounts {
         }
         match self.mount_of(&cur) {
             Some(m) => Located::Local(local_of(m, &cur)),
-            None => Located::Local(cur),
+            None => host_file(cur),
         }
+    }
+}
+
+/// A path of this machine, when it is a regular file (links followed) or
+/// missing (the caller's open says so); anything else is absent before
+/// anyone opens it: opening a device or a FIFO can block or act.
+fn host_file(path: PathBuf) -> Located {
+    match std::fs::metadata(&path) {
+        Ok(m) if !m.is_file() => Located::Absent,
+        _ => Located::Local(path),
     }
 }
 
@@ -226,8 +255,11 @@ mod tests {
             ("/s/aaa-a/lib/loop", Located::Absent),
             ("/s/aaa-a/lib/elsewhere", Located::Unfetched("/s/ccc-c".into())),
             ("/s/ddd-d/lib/libd.so", Located::Unfetched("/s/ddd-d".into())),
-            ("/run/opengl-driver/lib/x", Located::Local("/run/opengl-driver/lib/x".into())),
+            // A cache audit reads nothing of this machine.
+            ("/run/opengl-driver/lib/x", Located::Absent),
+            ("/s/aaa-a/lib/passwd", Located::Absent),
         ];
+        symlink("/etc/passwd", a.join("lib/passwd")).unwrap();
         for (logical, want) in cases {
             assert_eq!(mounts.locate(Path::new(logical)), want, "{logical}");
         }
@@ -240,10 +272,14 @@ mod tests {
             nar.locate(Path::new("x.nar!/lib/../lib/elsewhere")),
             Located::Unfetched("/s/ccc-c".into())
         );
+        // Links never lead out of the mounts; host paths of a NAR audit
+        // are read when regular files, never when devices.
         let outside = Mounts { store: None, ..nar };
-        assert_eq!(
-            outside.locate(Path::new("x.nar!/lib/elsewhere")),
-            Located::Local("/s/ccc-c/lib/x".into())
-        );
+        assert_eq!(outside.locate(Path::new("x.nar!/lib/elsewhere")), Located::Absent);
+        assert_eq!(outside.locate(Path::new("x.nar!/lib/passwd")), Located::Absent);
+        assert_eq!(outside.locate(Path::new("/dev/zero")), Located::Absent);
+        let host = dir.path().join("host.so");
+        std::fs::write(&host, b"x").unwrap();
+        assert_eq!(outside.locate(&host), Located::Local(host.clone()));
     }
 }

@@ -25,10 +25,12 @@
 //! `"directory"` (any number of `"entry" "(" "name" N "node" NODE ")"`).
 
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use crate::store::budget::{Budget, Exceeded};
 
 /// Deepest directory nesting accepted. Linux's PATH_MAX (4096) allows at most
 /// 2048 levels of one-byte names; real store paths are a few dozen deep.
@@ -492,6 +494,9 @@ pub struct Unpacked {
     pub left_out: u64,
     /// Directories and symlinks made.
     pub others: u64,
+    /// Bytes that take disk space: [`Unpacked::bytes`] less the runs of
+    /// zeros left as holes (what the [`Budget`] was charged).
+    pub stored: u64,
 }
 
 /// Why [`unpack`] stopped.
@@ -508,6 +513,23 @@ pub enum UnpackError {
         /// What the kernel said.
         source: io::Error,
     },
+    /// The disk budget is spent (see [`crate::store::budget`]).
+    #[error("{path}: {source}; the file is not written", path = .path.display())]
+    Budget {
+        /// The file being written, below the archive's root.
+        path: PathBuf,
+        /// The limit.
+        source: Exceeded,
+    },
+}
+
+/// [`unpack_within`] without a disk budget.
+pub fn unpack<R: Read>(
+    reader: &mut NarReader<R>,
+    dest: &Path,
+    keep: &dyn Fn(&[u8]) -> bool,
+) -> Result<Unpacked, UnpackError> {
+    unpack_within(reader, dest, keep, &Budget::unlimited())
 }
 
 /// Writes the archive below `dest` (an empty folder, or a path that does not
@@ -516,12 +538,34 @@ pub enum UnpackError {
 /// the audit needs host objects, not documentation. Everything is created
 /// new (`O_EXCL`), below folders this call made, from names the reader
 /// validated: no entry can write through a symlink or outside `dest`.
-pub fn unpack<R: Read>(
+///
+/// Disk use is bounded: runs of zeros of [`HOLE`] bytes are left as holes
+/// (a file of 4 GiB of zeros takes no space), and every byte written is
+/// charged to `budget` first; a write over it stops the unpacking with
+/// [`UnpackError::Budget`]. On an error what this call charged is given
+/// back (the caller removes `dest`); on success it stays charged
+/// ([`Unpacked::stored`]) until the caller gives it back.
+pub fn unpack_within<R: Read>(
     reader: &mut NarReader<R>,
     dest: &Path,
     keep: &dyn Fn(&[u8]) -> bool,
+    budget: &Budget,
 ) -> Result<Unpacked, UnpackError> {
     let mut done = Unpacked::default();
+    let result = unpack_entries(reader, dest, keep, budget, &mut done);
+    if result.is_err() {
+        budget.credit(done.stored);
+    }
+    result.map(|()| done)
+}
+
+fn unpack_entries<R: Read>(
+    reader: &mut NarReader<R>,
+    dest: &Path,
+    keep: &dyn Fn(&[u8]) -> bool,
+    budget: &Budget,
+    done: &mut Unpacked,
+) -> Result<(), UnpackError> {
     while let Some(entry) = reader.next_entry()? {
         // Not `dest.join("")` for the root: its trailing `/` would follow a
         // link at `dest` and make a root file or link a folder name.
@@ -553,6 +597,9 @@ pub fn unpack<R: Read>(
                     done.left_out += 1;
                     continue;
                 }
+                let over = |source| UnpackError::Budget { path: entry.path.clone(), source };
+                budget.charge(want as u64).map_err(over)?;
+                done.stored += want as u64;
                 let mode = if executable { 0o755 } else { 0o644 };
                 let mut file = fs::OpenOptions::new()
                     .write(true)
@@ -562,35 +609,90 @@ pub fn unpack<R: Read>(
                     .map_err(write)?;
                 file.write_all(&head[..want]).map_err(write)?;
                 let mut contents = reader.contents();
-                let copied = copy_contents(&mut contents, &mut file).map_err(|e| match e {
+                let mut sparse = Sparse { file: &mut file, budget, stored: &mut done.stored };
+                let copied = copy_contents(&mut contents, &mut sparse).map_err(|e| match e {
                     Copy::Read(e) => UnpackError::Nar(NarError::from_io(e)),
                     Copy::Write(e) => write(e),
+                    Copy::Budget(e) => over(e),
                 })?;
                 done.files += 1;
                 done.bytes += want as u64 + copied;
             }
         }
     }
-    Ok(done)
+    Ok(())
 }
+
+/// Zero runs at least this long, at any offset, are skipped (a hole)
+/// rather than written.
+pub const HOLE: usize = 4096;
 
 enum Copy {
     Read(io::Error),
     Write(io::Error),
+    Budget(Exceeded),
 }
 
-fn copy_contents(from: &mut impl Read, to: &mut impl Write) -> Result<u64, Copy> {
+/// A file written with holes for runs of zeros, each byte written charged.
+struct Sparse<'a> {
+    file: &'a mut fs::File,
+    budget: &'a Budget,
+    stored: &'a mut u64,
+}
+
+impl Sparse<'_> {
+    fn put(&mut self, data: &[u8], hole: &mut u64) -> Result<(), Copy> {
+        for block in data.chunks(HOLE) {
+            if block.len() == HOLE && block.iter().all(|&b| b == 0) {
+                *hole += HOLE as u64;
+                continue;
+            }
+            if *hole > 0 {
+                let skip = i64::try_from(std::mem::take(hole)).unwrap_or(i64::MAX);
+                self.file.seek(io::SeekFrom::Current(skip)).map_err(Copy::Write)?;
+            }
+            self.budget.charge(block.len() as u64).map_err(Copy::Budget)?;
+            *self.stored += block.len() as u64;
+            self.file.write_all(block).map_err(Copy::Write)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the file after a trailing hole.
+    fn finish(&mut self, hole: u64) -> Result<(), Copy> {
+        if hole > 0 {
+            let end = self.file.stream_position().map_err(Copy::Write)? + hole;
+            self.file.set_len(end).map_err(Copy::Write)?;
+        }
+        Ok(())
+    }
+}
+
+fn copy_contents(from: &mut impl Read, to: &mut Sparse<'_>) -> Result<u64, Copy> {
     let mut buf = vec![0u8; 64 * 1024];
-    let mut total = 0;
+    let (mut total, mut hole) = (0, 0);
     loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) => return Ok(total),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Copy::Read(e)),
-        };
-        to.write_all(&buf[..n]).map_err(Copy::Write)?;
-        total += n as u64;
+        // Fill the buffer: holes are found in whole blocks of it.
+        let mut len = 0;
+        while len < buf.len() {
+            match from.read(&mut buf[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // What arrived is written before the error is reported.
+                    to.put(&buf[..len], &mut hole)?;
+                    to.finish(hole)?;
+                    return Err(Copy::Read(e));
+                }
+            }
+        }
+        if len == 0 {
+            to.finish(hole)?;
+            return Ok(total);
+        }
+        to.put(&buf[..len], &mut hole)?;
+        total += len as u64;
     }
 }
 

@@ -238,14 +238,22 @@ impl NarInfo {
         }
         let mut seen = Vec::new();
         for sig in &self.signatures {
-            let (name, bytes) = split_key(sig, "Sig")?;
-            let Some(key) = keys.iter().find(|k| k.name == name) else {
-                seen.push(format!("{name} (not trusted)"));
+            // As Nix does: the key name first (no colon, or an empty name:
+            // no name), and a signature by a key not trusted is skipped
+            // before its payload is looked at, so a junk line cannot sink a
+            // good signature. Unlike Nix (which then fails the path), a
+            // malformed payload under a trusted name only does not count.
+            let name = sig.split_once(':').map_or("", |(name, _)| name);
+            let Some(key) = keys.iter().find(|k| !name.is_empty() && k.name == name) else {
+                let shown = if name.is_empty() { quote(sig) } else { name.to_string() };
+                seen.push(format!("{shown} (not trusted)"));
                 continue;
             };
-            let bytes: [u8; 64] = bytes
-                .try_into()
-                .map_err(|_| NarInfoError::Key(format!("Sig by {name}: not 64 bytes")))?;
+            let bytes = split_key(sig, "Sig").ok().and_then(|(_, b)| <[u8; 64]>::try_from(b).ok());
+            let Some(bytes) = bytes else {
+                seen.push(format!("{name} (not base64 of 64 bytes)"));
+                continue;
+            };
             let signature = Signature::from_bytes(&bytes);
             if key.key.verify(fingerprint.as_bytes(), &signature).is_ok() {
                 return Ok(&key.name);

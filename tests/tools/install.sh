@@ -38,6 +38,7 @@ command -v file >/dev/null || need_apt+=(file)
 # progress-line test runs the audit on a terminal through script(1).
 command -v zstd >/dev/null || need_apt+=(zstd)
 command -v script >/dev/null || need_apt+=(bsdutils)
+command -v strace >/dev/null || need_apt+=(strace)
 { command -v setpriv && command -v flock; } >/dev/null || need_apt+=(util-linux)
 apt_install() { # [apt-get install options...] packages...
   echo "install.sh: apt-get install $*"

@@ -1,0 +1,200 @@
+//! The bounds of a cache or NAR audit: what a hostile cache can make this
+//! process write, fetch and wait for.
+//!
+//! A cache or a NAR file is written by strangers, so everything it can make
+//! grow has a limit here: bytes on disk ([`Budget`], counted across every
+//! store path of one run, `--closure` included), store paths fetched
+//! (`max_paths`), and seconds without a byte from the network
+//! (`stall_timeout`). The limits are the process's, like an rlimit: the
+//! front end sets them once ([`configure`]) and the cache client and the
+//! NAR-file reader read them ([`limits`]), so no signature in between has to
+//! carry them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Default of `--max-unpack-bytes`: 16 GiB. The largest CUDA libraries are
+/// about 1.5 GB each, and a closure keeps every path it audits until the end.
+pub const DEFAULT_MAX_UNPACK_BYTES: u64 = 16 << 30;
+/// Default of `--max-paths`: a CUDA closure (PyTorch's included) has a few
+/// hundred store paths.
+pub const DEFAULT_MAX_PATHS: usize = 2000;
+/// Default of `--stall-timeout` (Nix's `stalled-download-timeout` is also 300).
+pub const DEFAULT_STALL_SECS: u64 = 300;
+
+/// The bounds of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of file data written below the temporary folder at any moment.
+    pub max_unpack_bytes: u64,
+    /// Store paths fetched with `--closure` (roots included).
+    pub max_paths: usize,
+    /// Longest wait for the next byte of a download.
+    pub stall_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_unpack_bytes: DEFAULT_MAX_UNPACK_BYTES,
+            max_paths: DEFAULT_MAX_PATHS,
+            stall_timeout: Duration::from_secs(DEFAULT_STALL_SECS),
+        }
+    }
+}
+
+static LIMITS: OnceLock<Limits> = OnceLock::new();
+
+/// Sets the process's limits; the first call wins (later ones are ignored,
+/// so a library user that never calls it gets [`Limits::default`]).
+pub fn configure(limits: Limits) {
+    let _ = LIMITS.set(limits);
+}
+
+/// The process's limits.
+pub fn limits() -> Limits {
+    *LIMITS.get_or_init(Limits::default)
+}
+
+/// The process's disk budget (its limit from [`limits`]).
+pub fn disk() -> &'static Budget {
+    static DISK: OnceLock<Budget> = OnceLock::new();
+    DISK.get_or_init(|| Budget::new(limits().max_unpack_bytes))
+}
+
+/// Bytes that may be on disk at once. Charged as file data is written,
+/// credited back when it is removed.
+#[derive(Debug)]
+pub struct Budget {
+    limit: u64,
+    used: AtomicU64,
+}
+
+/// The budget is spent: the write of `wanted` more bytes was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("more than {limit} bytes unpacked at once (--max-unpack-bytes)")]
+pub struct Exceeded {
+    /// The limit.
+    pub limit: u64,
+}
+
+impl Budget {
+    /// A budget of `limit` bytes.
+    pub const fn new(limit: u64) -> Budget {
+        Budget { limit, used: AtomicU64::new(0) }
+    }
+
+    /// No limit (tests, the fuzz targets).
+    pub const fn unlimited() -> Budget {
+        Budget::new(u64::MAX)
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Bytes charged now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Takes `n` bytes, or refuses without taking any.
+    pub fn charge(&self, n: u64) -> Result<(), Exceeded> {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(n).filter(|&total| total <= self.limit)
+            })
+            .map(|_| ())
+            .map_err(|_| Exceeded { limit: self.limit })
+    }
+
+    /// Gives `n` bytes back (their files were removed).
+    pub fn credit(&self, n: u64) {
+        let _ = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| Some(used.saturating_sub(n)));
+    }
+}
+
+/// The bytes each unpacked store path holds (its local path: a folder or a
+/// file below a scratch folder), charged to [`disk`] until released.
+fn held() -> &'static std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, u64>> {
+    static HELD: OnceLock<std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, u64>>> =
+        OnceLock::new();
+    HELD.get_or_init(Default::default)
+}
+
+/// Records that `local` holds `bytes` of [`disk`] (after a successful unpack).
+pub fn hold(local: &std::path::Path, bytes: u64) {
+    let mut held = held().lock().unwrap_or_else(|e| e.into_inner());
+    *held.entry(local.to_path_buf()).or_default() += bytes;
+}
+
+/// Gives back what `local` held (its files were removed).
+pub fn release(local: &std::path::Path) {
+    let bytes = held().lock().unwrap_or_else(|e| e.into_inner()).remove(local);
+    disk().credit(bytes.unwrap_or(0));
+}
+
+/// Gives back what every path below `dir` held (the scratch folder was removed).
+pub fn release_below(dir: &std::path::Path) {
+    let mut held = held().lock().unwrap_or_else(|e| e.into_inner());
+    let below: Vec<_> = held.keys().filter(|p| p.starts_with(dir)).cloned().collect();
+    for p in below {
+        disk().credit(held.remove(&p).unwrap_or(0));
+    }
+}
+
+/// Parses a byte count for `--max-unpack-bytes`: digits with an optional
+/// `K`, `M`, `G` or `T` (powers of 1024).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("{text:?}: not a size (digits, then K, M, G or T)")),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: u64 =
+        digits.parse().map_err(|_| format!("{text:?}: not a size (digits, then K, M, G or T)"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?}: too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_stop_at_the_limit_and_credits_give_back() {
+        let b = Budget::new(10);
+        b.charge(6).unwrap();
+        assert_eq!(b.charge(5), Err(Exceeded { limit: 10 }));
+        assert_eq!(b.used(), 6);
+        b.charge(4).unwrap();
+        b.credit(7);
+        assert_eq!(b.used(), 3);
+        b.credit(100);
+        assert_eq!(b.used(), 0);
+        assert!(Budget::unlimited().charge(u64::MAX).is_ok());
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_bytes("1024"), Ok(1024));
+        assert_eq!(parse_bytes("1K"), Ok(1024));
+        assert_eq!(parse_bytes("16m"), Ok(16 << 20));
+        assert_eq!(parse_bytes("2G"), Ok(2 << 30));
+        assert!(parse_bytes("1X").is_err());
+        assert!(parse_bytes("G").is_err());
+        assert!(parse_bytes("99999999999T").is_err());
+    }
+}
