@@ -69,7 +69,7 @@ pub struct Sources {
     /// as the store (the paths are named in it).
     pub store_dir: Option<PathBuf>,
     /// Keeps the unpacked copies until the audit is done.
-    _tmp: Option<crate::store::scratch::Scratch>, // issue 24
+    _tmp: Option<crate::store::scratch::Scratch>,
 }
 
 /// Whether `path` is an argument to unpack: a regular file (links
@@ -80,7 +80,7 @@ pub fn is_nar_file(path: &Path) -> bool {
 }
 
 fn temp_dir() -> Result<crate::store::scratch::Scratch, SourceError> {
-    // issue 24: removed on signals too, stale ones swept.
+    // Removed on SIGINT, SIGTERM and SIGHUP too; stale ones of dead runs are swept.
     crate::store::scratch::Scratch::create()
         .map_err(|e| SourceError::TempDir(crate::error::describe_io(&e)))
 }
@@ -126,7 +126,8 @@ fn from_files(paths: &[PathBuf], store_dir: &Path) -> Result<Sources, SourceErro
             Err(e) => roots.push(Root::Failed(fetch_failure(&e))),
         }
     }
-    // issue 24: NAR files only: nothing of this machine is read for them.
+    // NAR files only: nothing of this machine is read for them (a hostile
+    // NAR cannot point the resolver at host files).
     let only_nars = roots.iter().all(|r| !matches!(r, Root::Path(_)));
     let mounts = Mounts::of_files(mounts, store_dir.to_path_buf()).sealed(only_nars);
     Ok(Sources { roots, mounts, store_dir: None, _tmp: tmp })

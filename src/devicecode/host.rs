@@ -373,11 +373,11 @@ pub fn parse_member(data: &[u8]) -> Result<Object<'_>, ReadError> {
 /// Where a thin archive's member lives: its name, relative to the archive's
 /// folder unless absolute (as GNU ar and cuobjdump resolve it); for an
 /// archive a cache or NAR unpacked, inside its store path or an error
-/// (issue 24: [`crate::store::confine::thin_member`]).
+/// ([`crate::store::confine::thin_member`]: a hostile archive cannot name host files).
 pub fn thin_member_path(archive: &Path, name: &[u8]) -> io::Result<std::path::PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     if let Some(confined) = crate::store::confine::thin_member(archive, name) {
-        return confined; // issue 24
+        return confined;
     }
     let name = Path::new(std::ffi::OsStr::from_bytes(name));
     Ok(archive.parent().unwrap_or(Path::new("")).join(name))

@@ -113,7 +113,7 @@ pub fn for_each_unit(object: &Object<'_>, path: Option<&Path>, unit: &mut UnitFn
     unit(None, Ok(object));
     let (Object::Archive(members), Some(archive)) = (object, path) else { return };
     for m in members.iter().filter(|m| m.thin) {
-        // issue 24: a member of an unpacked NAR may not lead out of it.
+        // A member of an unpacked NAR may not lead out of it.
         let file = match host::thin_member_path(archive, m.name) {
             Ok(file) => file,
             Err(e) => {

@@ -323,7 +323,7 @@ pub fn list_path(
         Object::Archive(members) if members.iter().any(|m| m.thin) => {
             for m in members {
                 let member =
-                    host::thin_member_path(path, m.name).ok().and_then(|p| host::map(&p).ok()); // issue 24
+                    host::thin_member_path(path, m.name).ok().and_then(|p| host::map(&p).ok());
                 let bytes: &[u8] = member.as_deref().unwrap_or_default();
                 let parsed = host::parse_member(bytes).ok();
                 let is_elf = bytes.starts_with(b"\x7fELF");
