@@ -42,11 +42,8 @@ fn audit(dir: &Path, format: &str, extra: &[&str], paths: &[PathBuf]) -> Vec<u8>
 
 /// The page rendered by Chromium, as tests/tools/dom.py reads it back.
 fn render(page: &Path) -> Value {
-    let out = Command::new("python3")
-        .arg(root().join("tests/tools/dom.py"))
-        .arg(page)
-        .output()
-        .unwrap();
+    let out =
+        Command::new("python3").arg(root().join("tests/tools/dom.py")).arg(page).output().unwrap();
     assert!(out.status.success(), "dom.py: {}", common::text(&out));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -73,7 +70,9 @@ fn cap(name: &str) -> (u32, u32, char) {
 }
 
 fn strings(v: &Value) -> Vec<String> {
-    v.as_array().map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect()).unwrap_or_default()
+    v.as_array()
+        .map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
 }
 
 /// The columns the JSON implies: requested capabilities in coverage order,
@@ -206,22 +205,23 @@ fn compare(dom: &Value, json: &Value) -> BTreeMap<String, usize> {
             )
         })
         .collect();
-    let mut got: Vec<(String, String, String, String)> = dom["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            let cells = strings(&f["cells"]);
-            assert_eq!(cells.len(), 3, "{f}");
-            assert_eq!(cells[0], f["severity"].as_str().unwrap());
-            (
+    // A row per file and severity within a check, its messages one per line.
+    let mut got: Vec<(String, String, String, String)> = Vec::new();
+    for f in dom["findings"].as_array().unwrap() {
+        let cells = strings(&f["cells"]);
+        assert_eq!(cells.len(), 3, "{f}");
+        assert_eq!(cells[0], f["severity"].as_str().unwrap());
+        let messages = strings(&f["messages"]);
+        assert!(!messages.is_empty(), "{f}");
+        for m in messages {
+            got.push((
                 f["check"].as_str().unwrap().to_string(),
                 f["severity"].as_str().unwrap().to_string(),
                 cells[1].clone(),
-                cells[2].clone(),
-            )
-        })
-        .collect();
+                m,
+            ));
+        }
+    }
     want.sort();
     got.sort();
     assert_eq!(got, want, "findings on the page");

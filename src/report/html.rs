@@ -45,7 +45,7 @@ pub fn escape(text: &str) -> String {
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1em 2em;color:#111}\
 code,.file,.group th{font-family:ui-monospace,monospace;font-size:13px}\
 table{border-collapse:collapse}th,td{padding:1px 6px;text-align:left}\
-table.matrix thead th{position:sticky;top:0;background:#fff;border-bottom:2px solid #444}\
+table.matrix thead th{background:#fff;border-bottom:2px solid #444}\
 table.matrix td{text-align:center;font-weight:bold;border:1px solid #fff;min-width:2.2em}\
 tr.group th{background:#eee;padding-top:6px;border-top:1px solid #999}\
 .file{font-weight:normal;padding-left:1.5em}.req{text-decoration:underline}\
@@ -55,17 +55,18 @@ tr.group th{background:#eee;padding-top:6px;border-top:1px solid #999}\
 section.check{border-left:4px solid #999;padding-left:1em;margin:1em 0}\
 section.check.error{border-color:#c62828}section.check.warning{border-color:#ef6c00}\
 .sev{font-weight:bold;text-transform:uppercase;font-size:12px}\
-table.findings td{border-bottom:1px solid #ddd;vertical-align:top}#filters{margin:1em 0}";
+table.findings td{border-bottom:1px solid #ddd;vertical-align:top}#filters{margin:1em 0}\
+table.matrix{table-layout:fixed}col.f{width:24em}table.matrix th{overflow-wrap:anywhere}\
+table.matrix.head{position:sticky;top:0;z-index:1}section.group,section.check{content-visibility:auto;contain-intrinsic-size:auto 20em}\
+.hide-error tr.error,.hide-warning tr.warning,.hide-info tr.info{display:none}";
 
 /// Shows the filters and applies them: severities (checkboxes) and one
-/// check (a list). Rows and check sections are hidden, never removed.
-const SCRIPT: &str = "(function(){var f=document.getElementById('filters');if(!f)return;f.hidden=false;\
-function apply(){var sev={};f.querySelectorAll('input[name=sev]').forEach(function(i){sev[i.value]=i.checked;});\
-var chk=f.querySelector('select').value;\
-document.querySelectorAll('section.check').forEach(function(s){var any=false,on=chk===''||s.dataset.check===chk;\
-s.querySelectorAll('tr[data-severity]').forEach(function(r){var v=on&&sev[r.dataset.severity];r.hidden=!v;if(v)any=true;});\
-s.hidden=!any;});}\
-f.addEventListener('change',apply);apply();})();";
+/// check (a list), as classes and an attribute on the findings list that
+/// the style rules act on; nothing is removed.
+const SCRIPT: &str = "(function(){var f=document.getElementById('filters'),l=document.getElementById('findings-list');\
+if(!f||!l)return;f.hidden=false;f.addEventListener('change',function(){\
+f.querySelectorAll('input[name=sev]').forEach(function(i){l.classList.toggle('hide-'+i.value,!i.checked);});\
+var c=f.querySelector('select').value;if(c)l.dataset.only=c;else delete l.dataset.only;});})();";
 
 fn severity_name(s: Severity) -> &'static str {
     match s {
@@ -173,44 +174,31 @@ fn cell_title(column: &str, e: &Entry) -> String {
     t
 }
 
+/// The matrix: one sticky header table, then one table per group, all of
+/// one fixed layout (so columns line up without measuring every cell), each
+/// group in a section the browser may skip rendering while off screen.
 fn matrix_table(out: &mut dyn Write, m: &Matrix<'_>) -> io::Result<()> {
     if m.groups.is_empty() {
         writeln!(out, "<p>No file has device code.</p>")?;
     } else {
-        write!(out, "<table class=\"matrix\" id=\"matrix\"><thead><tr><th>file</th>")?;
+        // A section skipped off screen clips to its box: as wide as its table.
+        let width = 24.0 + 3.5 * m.columns.len() as f64;
+        writeln!(out, "<style>table.matrix,section.group{{width:{width}em}}</style>")?;
+        let cols =
+            format!("<colgroup><col class=\"f\"><col span=\"{}\"></colgroup>", m.columns.len());
+        write!(
+            out,
+            "<div id=\"matrix\"><table class=\"matrix head\">{cols}<thead><tr><th>file</th>"
+        )?;
         for c in &m.columns {
             let (class, mark) = if c.requested { (" class=\"req\"", "*") } else { ("", "") };
             write!(out, "<th data-cap=\"{0}\"{class}>{0}{mark}</th>", escape(&c.name))?;
         }
-        writeln!(out, "</tr></thead>")?;
-        let width = m.columns.len() + 1;
+        writeln!(out, "</tr></thead></table>")?;
         for g in &m.groups {
-            let name = escape(&g.name);
-            writeln!(out, "<tbody><tr class=\"group\"><th colspan=\"{width}\" scope=\"rowgroup\">{name}</th></tr>")?;
-            for row in &g.rows {
-                let path = row.file.path.to_string_lossy();
-                let shown = path.strip_prefix(g.name.as_str()).unwrap_or(&path);
-                let shown = shown.strip_prefix('/').unwrap_or(shown);
-                write!(
-                    out,
-                    "<tr data-path=\"{}\"><th scope=\"row\" class=\"file\">{}</th>",
-                    escape(&path),
-                    escape(if shown.is_empty() { &path } else { shown })
-                )?;
-                for (c, e) in m.columns.iter().zip(&row.cells) {
-                    write!(
-                        out,
-                        "<td class=\"{}\" title=\"{}\">{}</td>",
-                        e.cell.class(),
-                        escape(&cell_title(&c.name, e)),
-                        e.cell.letter()
-                    )?;
-                }
-                writeln!(out, "</tr>")?;
-            }
-            writeln!(out, "</tbody>")?;
+            group_table(out, m, g, &cols)?;
         }
-        writeln!(out, "</table>")?;
+        writeln!(out, "</div>")?;
     }
     if m.without_device_code > 0 {
         writeln!(
@@ -222,6 +210,45 @@ fn matrix_table(out: &mut dyn Write, m: &Matrix<'_>) -> io::Result<()> {
     Ok(())
 }
 
+fn group_table(
+    out: &mut dyn Write,
+    m: &Matrix<'_>,
+    g: &matrix::Group<'_>,
+    cols: &str,
+) -> io::Result<()> {
+    let name = escape(&g.name);
+    let width = m.columns.len() + 1;
+    writeln!(
+        out,
+        "<section class=\"group\"><table class=\"matrix\">{cols}<tbody><tr class=\"group\"><th colspan=\"{width}\" scope=\"rowgroup\">{name}</th></tr>"
+    )?;
+    for row in &g.rows {
+        let path = row.file.path.to_string_lossy();
+        let shown = path.strip_prefix(g.name.as_str()).unwrap_or(&path);
+        let shown = shown.strip_prefix('/').unwrap_or(shown);
+        write!(
+            out,
+            "<tr data-path=\"{}\"><th scope=\"row\" class=\"file\">{}</th>",
+            escape(&path),
+            escape(if shown.is_empty() { &path } else { shown })
+        )?;
+        for (c, e) in m.columns.iter().zip(&row.cells) {
+            write!(
+                out,
+                "<td class=\"{}\" title=\"{}\">{}</td>",
+                e.cell.class(),
+                escape(&cell_title(&c.name, e)),
+                e.cell.letter()
+            )?;
+        }
+        writeln!(out, "</tr>")?;
+    }
+    writeln!(out, "</tbody></table></section>")
+}
+
+/// The findings, per check: a row per file and severity, its messages one
+/// per line. The filters set classes on the list; style rules (one per
+/// check) hide what is filtered out, so filtering costs no walk over rows.
 fn findings(out: &mut dyn Write, findings: &[Finding]) -> io::Result<()> {
     writeln!(out, "<h2 id=\"findings\">Findings</h2>")?;
     if findings.is_empty() {
@@ -230,6 +257,11 @@ fn findings(out: &mut dyn Write, findings: &[Finding]) -> io::Result<()> {
     let mut checks: Vec<CheckId> = findings.iter().map(|f| f.check).collect();
     checks.sort_unstable_by_key(|c| (std::cmp::Reverse(c.severity()), c.id()));
     checks.dedup();
+    write!(out, "<style>")?;
+    for c in &checks {
+        write!(out, "#findings-list[data-only]:not([data-only=\"{0}\"]) section[data-check=\"{0}\"]{{display:none}}", c.id())?;
+    }
+    writeln!(out, "</style>")?;
     // The filters, hidden until the script shows them: without script
     // everything is shown and nothing pretends to filter.
     write!(out, "<form id=\"filters\" hidden>Show: ")?;
@@ -244,36 +276,49 @@ fn findings(out: &mut dyn Write, findings: &[Finding]) -> io::Result<()> {
     for c in &checks {
         write!(out, "<option value=\"{0}\">{0}</option>", c.id())?;
     }
-    writeln!(out, "</select></form>")?;
+    writeln!(out, "</select></form>\n<div id=\"findings-list\">")?;
     for c in &checks {
-        let mine: Vec<&Finding> = findings.iter().filter(|f| f.check == *c).collect();
-        let worst = mine.iter().map(|f| f.severity).max().unwrap_or(c.severity());
-        writeln!(
-            out,
-            "<section class=\"check {}\" id=\"check-{id}\" data-check=\"{id}\"><h3>{id} <small>({})</small></h3>",
-            severity_name(worst),
-            super::count(mine.len(), "finding", "findings"),
-            id = c.id()
-        )?;
-        writeln!(
-            out,
-            "<p class=\"why\">{}</p>\n<p class=\"fix\">Fix: {}</p>",
-            escape(c.why()),
-            escape(c.fix())
-        )?;
-        writeln!(out, "<table class=\"findings\"><tbody>")?;
-        for f in mine {
-            let sev = severity_name(f.severity);
-            writeln!(
-                out,
-                "<tr data-severity=\"{sev}\"><td class=\"sev\">{sev}</td><td class=\"file\">{}</td><td>{}</td></tr>",
-                escape(&f.path.to_string_lossy()),
-                escape(&f.message)
-            )?;
-        }
-        writeln!(out, "</tbody></table></section>")?;
+        check_section(out, *c, findings)?;
     }
-    Ok(())
+    writeln!(out, "</div>")
+}
+
+fn check_section(out: &mut dyn Write, c: CheckId, findings: &[Finding]) -> io::Result<()> {
+    let mine: Vec<&Finding> = findings.iter().filter(|f| f.check == c).collect();
+    let worst = mine.iter().map(|f| f.severity).max().unwrap_or(c.severity());
+    writeln!(
+        out,
+        "<section class=\"check {}\" id=\"check-{id}\" data-check=\"{id}\"><h3>{id} <small>({})</small></h3>",
+        severity_name(worst),
+        super::count(mine.len(), "finding", "findings"),
+        id = c.id()
+    )?;
+    writeln!(
+        out,
+        "<p class=\"why\">{}</p>\n<p class=\"fix\">Fix: {}</p>",
+        escape(c.why()),
+        escape(c.fix())
+    )?;
+    writeln!(out, "<table class=\"findings\"><tbody>")?;
+    // Findings are sorted by path: a file's findings of this check are
+    // neighbours; one row per file and severity.
+    let mut i = 0;
+    while i < mine.len() {
+        let (path, sev) = (&mine[i].path, mine[i].severity);
+        let n = mine[i..].iter().take_while(|f| &f.path == path && f.severity == sev).count();
+        let name = severity_name(sev);
+        write!(
+            out,
+            "<tr class=\"{name}\"><td class=\"sev\">{name}</td><td class=\"file\">{}</td><td>",
+            escape(&path.to_string_lossy())
+        )?;
+        for f in &mine[i..i + n] {
+            write!(out, "<div>{}</div>", escape(&f.message))?;
+        }
+        writeln!(out, "</td></tr>")?;
+        i += n;
+    }
+    writeln!(out, "</tbody></table></section>")
 }
 
 fn failures(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> {

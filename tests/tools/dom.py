@@ -10,8 +10,9 @@ the DOM after the page's own script ran. The DOM is parsed here with the
 standard library's HTML parser (the browser has already parsed and rendered
 the page: this only reads its serialisation back).
 
-Printed: the matrix (columns, rows with their cells' class and text), the
-findings rows, a count of every element by tag, every attribute that could
+Printed: the matrix (columns from the header, rows of every group's table
+with their cells' class and text), the findings rows (check, severity,
+cells, and the messages, one per line of the last cell), a count of every element by tag, every attribute that could
 fetch or navigate (src, href, action, ...), whether the filter form is shown
 (the inline script ran under the page's Content-Security-Policy), and every
 URL the network log saw that is not the page itself.
@@ -53,7 +54,7 @@ class Dom(HTMLParser):
                 self.fetching.append({"tag": tag, "attr": k, "value": v})
         if tag == "form" and a.get("id") == "filters":
             self.filters_hidden = "hidden" in a
-        if tag == "table" and a.get("id") == "matrix":
+        if tag == "table" and "matrix" in a.get("class", "").split():
             self.in_matrix = True
         if tag == "section" and "data-check" in a:
             self.section = a["data-check"]
@@ -69,16 +70,22 @@ class Dom(HTMLParser):
             elif tag == "td" and self.row is not None:
                 self.row["cells"].append({"class": a.get("class", ""), "title": a.get("title", "")})
                 self.text = ("td", [])
-        elif tag == "tr" and "data-severity" in a and self.section:
-            self.finding = {"check": self.section, "severity": a["data-severity"], "cells": []}
+        elif tag == "tr" and self.section and a.get("class") in ("error", "warning", "info"):
+            self.finding = {"check": self.section, "severity": a["class"], "cells": [], "messages": []}
         elif tag == "td" and self.finding is not None:
             self.text = ("finding", [])
+        elif tag == "div" and self.finding is not None:
+            self.text = ("message", [])
 
     def handle_data(self, data):
         if self.text is not None:
             self.text[1].append(data)
 
     def handle_endtag(self, tag):
+        if self.text is not None and tag == "div" and self.text[0] == "message":
+            self.finding["messages"].append("".join(self.text[1]))
+            self.text = ("finding", [])
+            return
         if self.text is not None and tag in ("th", "td"):
             kind, parts = self.text
             s = "".join(parts)
