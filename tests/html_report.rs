@@ -342,3 +342,45 @@ fn hostile_names_stay_text_in_the_rendered_page() {
     }
     assert_eq!(tags[0], tags[1], "hostile names changed the page's elements");
 }
+
+/// `device.bytes` (the `device-code.ARCH` metrics' source) against
+/// `--summary`'s entry list, an independent walk of every entry: per
+/// architecture, the entries' stored sizes (inside a `--concat` bundle,
+/// their plain sizes).
+#[test]
+fn device_code_bytes_are_the_entries_sizes() {
+    let files = corpus();
+    let t = tempfile::tempdir().unwrap();
+    let audit: Value = serde_json::from_slice(&audit(t.path(), "json", &[], &files)).unwrap();
+    let out = common::outside_build(
+        Command::new(env!("CARGO_BIN_EXE_cuda-elf-inspect"))
+            .args(["--summary", "--format", "json"])
+            .args(&files),
+    )
+    .output()
+    .unwrap();
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut checked = 0;
+    for (a, s) in
+        audit["files"].as_array().unwrap().iter().zip(summary["files"].as_array().unwrap())
+    {
+        assert_eq!(a["path"], s["path"]);
+        let mut want: BTreeMap<String, u64> = BTreeMap::new();
+        for e in s["entries"].as_array().unwrap() {
+            if !matches!(e["kind"].as_str(), Some("elf" | "ptx" | "lto-ir")) {
+                continue;
+            }
+            let n = if e.get("concat").is_some() { &e["plain_size"] } else { &e["stored_size"] };
+            *want.entry(e["arch"].as_str().unwrap().to_string()).or_default() +=
+                n.as_u64().unwrap();
+        }
+        want.retain(|_, n| *n > 0);
+        let got: BTreeMap<String, u64> = a["device"]["bytes"]
+            .as_object()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect())
+            .unwrap_or_default();
+        assert_eq!(got, want, "{}", a["path"]);
+        checked += got.len();
+    }
+    assert!(checked > 20, "only {checked} architectures compared");
+}
