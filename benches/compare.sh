@@ -388,6 +388,11 @@ if want audit && need_corpus; then
       -- "$bin/cuda-elf-inspect" --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}" \
       -- "$PREVIOUS/cuda-elf-inspect" --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}"
   fi
+  # Issue 23: the HTML report (matrix, findings by check) within 2x of the
+  # JSON report of the same audit: a ratio of 0.50x or more.
+  compare "audit --format html vs --format json, warm" "$size" "$((r * 3))" "$((r * 3))" "same audit, --format json" \
+    -- "$bin/cuda-elf-inspect" --format html --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}" \
+    -- "$bin/cuda-elf-inspect" --format json --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}"
   if $quick; then
     note "cold rows skipped under --quick"
   elif ! $can_drop; then

@@ -18,10 +18,17 @@
 # listed with its reason in the set's `_skipped` derivation (skipped.json, and
 # the counts in its build log) and in `_skipped.skipped` at evaluation time.
 #
-# Each audit's $out holds report.txt, report.json and report.sarif (SARIF
-# 2.1.0, for code-scanning UIs) and lists them in
-# nix-support/hydra-build-products, so Hydra offers them for download. The
-# exit status of cuda-elf-inspect decides the result:
+# Each audit's $out holds report.txt, report.json, report.sarif (SARIF
+# 2.1.0, for code-scanning UIs) and report.html (one self-contained page: the
+# coverage matrix and the findings by check) and lists them in
+# nix-support/hydra-build-products, so Hydra offers them for download; its
+# nix-support/hydra-metrics holds the numbers Hydra charts over time
+# (findings per check and severity, files lacking each requested capability,
+# device code bytes per architecture; the names are stable and documented in
+# docs/cuda-elf-inspect.md, "Hydra metrics"). `set` adds `_index`: one page
+# across the set (package x requested capability, each package linked to its
+# report, copied beside it). The exit status of cuda-elf-inspect decides the
+# result:
 #   0  no findings: the build succeeds;
 #   1  findings: $out/nix-support/failed is written (Hydra shows the build as
 #      failed and still keeps the reports); with failOnFindings = true the
@@ -77,9 +84,10 @@ let
       ''
         mkdir -p "$out/nix-support"
         status=0
-        for format in json sarif text; do
+        for format in json sarif html hydra-metrics text; do
           case $format in
             text) file=$out/report.txt ;;
+            hydra-metrics) file=$out/nix-support/hydra-metrics ;;
             *) file=$out/report.$format ;;
           esac
           code=0
@@ -95,6 +103,7 @@ let
         {
           echo "report json $out/report.json"
           echo "report sarif $out/report.sarif"
+          echo "report html $out/report.html"
           echo "doc none $out/report.txt"
         } >"$out/nix-support/hydra-build-products"
         if [ "$status" -eq 1 ]; then
@@ -143,8 +152,88 @@ let
     else
       null;
 
+  # One page across a set's audits (attribute name -> audit): a row per
+  # package, a column per capability any of them was asked for, each cell
+  # read from the package's hydra-metrics (the numbers its report counts).
+  # Every package's report.html and report.json are copied into reports/
+  # (numbered: an attribute name may hold any character) and linked, so the
+  # folder is whole on its own (Hydra serves it as one product).
+  index =
+    audits:
+    runCommand "cuda-elf-inspect-index"
+      {
+        passthru = { inherit audits; };
+        meta.description = "cuda-elf-inspect audits of a package set, one page";
+      }
+      ''
+        mkdir -p "$out/reports" "$out/nix-support"
+        # HTML-escaped text (names are attribute names: any character).
+        esc() { printf '%s' "$1" | sed -e 's/&/\&amp;/g; s/</\&lt;/g; s/>/\&gt;/g; s/"/\&quot;/g' -e "s/'/\&#39;/g"; }
+        # A metric's value ("" when absent), by its name after the prefix.
+        metric() {
+          local name=''${2//./\\.}
+          sed -n "s/^cuda-elf-inspect\.$name \([0-9][0-9]*\)\( .*\)\{0,1\}$/\1/p" "$1/nix-support/hydra-metrics"
+        }
+        caps=$(for a in ${lib.escapeShellArgs (lib.attrValues audits)}; do
+          sed -n 's/^cuda-elf-inspect\.capability\.\([0-9][0-9.]*[af]\{0,1\}\)\.sass [0-9][0-9]*$/\1/p' "$a/nix-support/hydra-metrics"
+        done | sort -u -V)
+        cell() { printf '<td class="%s" title="%s">%s</td>' "$1" "$2" "$3"; }
+        n=0
+        row() {
+          n=$((n + 1))
+          cp "$2/report.html" "$out/reports/$n.html"
+          cp "$2/report.json" "$out/reports/$n.json"
+          local dev cap lacking
+          dev=$(metric "$2" files.device-code)
+          printf '<tr data-package="%s"><th scope="row"><a href="reports/%s.html">%s</a> <small><a href="reports/%s.json">json</a></small></th>' \
+            "$(esc "$1")" "$n" "$(esc "$1")" "$n"
+          for cap in $caps; do
+            lacking=$(metric "$2" "capability.$cap.lacking")
+            if [ -z "$lacking" ]; then
+              cell unrequested "$cap: not requested" "&#183;"
+            elif [ "$dev" = 0 ]; then
+              cell none "no device code" "&#8211;"
+            elif [ "$lacking" != 0 ]; then
+              cell nothing "$cap: $lacking of $dev files run nothing" "N $lacking"
+            elif [ "$(metric "$2" "capability.$cap.driver-fails")" != 0 ]; then
+              cell ptx-driver-fails "$cap: PTX the given driver cannot run" D
+            elif [ "$(metric "$2" "capability.$cap.not-read")" != 0 ]; then
+              cell not-read "$cap: device code not read" "?"
+            elif [ "$(metric "$2" "capability.$cap.ptx-only")" != 0 ]; then
+              cell ptx "$cap: PTX only in some files (JIT)" P
+            else
+              cell sass "$cap: SASS in every file with device code" S
+            fi
+          done
+          printf '<td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n' "$dev" \
+            "$(metric "$2" findings.error)" "$(metric "$2" findings.warning)" "$(metric "$2" findings.info)"
+        }
+        {
+          cat <<'EOF'
+        <!DOCTYPE html>
+        <html lang="en"><head><meta charset="utf-8">
+        <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+        <title>cuda-elf-inspect: package set</title>
+        <style>body{font:14px/1.4 system-ui,sans-serif;margin:1em 2em}table{border-collapse:collapse}th,td{padding:2px 8px;text-align:left}td{text-align:center;font-weight:bold;border:1px solid #fff}thead th{border-bottom:2px solid #444}.sass{background:#b9e4bb}.ptx{background:#ffe9a6}.ptx-driver-fails{background:#ffb38a}.not-read{background:#d5d5d5}.nothing{background:#f4a6a6}</style>
+        </head><body><h1>cuda-elf-inspect: package set</h1>
+        <p>Per package and requested capability: S every file with device code has SASS; P some only PTX (JIT); D PTX the given driver cannot run; ? device code not read; N k: k files run nothing; &#8211; no device code; &#183; not requested. Each package links to its report.</p>
+        EOF
+          printf '<table id="index"><thead><tr><th>package</th>'
+          for cap in $caps; do printf '<th data-cap="%s">%s</th>' "$cap" "$cap"; done
+          printf '<th>files with device code</th><th>errors</th><th>warnings</th><th>infos</th></tr></thead><tbody>\n'
+          ${lib.concatStrings (
+            lib.mapAttrsToList (name: a: "row ${lib.escapeShellArg name} ${a}
+") audits
+          )}
+          printf '</tbody></table></body></html>\n'
+        } >"$out/index.html"
+        echo "doc index $out index.html" >"$out/nix-support/hydra-build-products"
+        echo "cudaElfInspectAudit: index of $n packages in $out/index.html"
+      '';
+
   # Every derivation of an attribute set (not recursing), by attribute name,
-  # plus `_skipped`: what was left out and why.
+  # plus `_skipped`: what was left out and why, and `_index`: one page across
+  # the audits.
   set =
     {
       packages,
@@ -163,8 +252,12 @@ let
       audited = lib.filterAttrs (name: _: reasons.${name} == null) packages;
       counts = lib.foldlAttrs (acc: _: reason: acc // { ${reason} = (acc.${reason} or 0) + 1; }) { } skipped;
     in
-    lib.mapAttrs (_: package: audit (auditArgs // { inherit package; })) audited
+    let
+      audits = lib.mapAttrs (_: package: audit (auditArgs // { inherit package; })) audited;
+    in
+    audits
     // {
+      _index = index audits;
       _skipped =
         runCommand "cuda-elf-inspect-skipped"
           {

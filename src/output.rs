@@ -100,11 +100,22 @@ pub enum Format {
     Sarif,
     /// GitHub Actions workflow commands (annotations).
     Github,
+    /// One self-contained HTML page (the audit's coverage matrix).
+    Html,
+    /// Hydra's `nix-support/hydra-metrics` lines (`NAME VALUE [UNIT]`).
+    HydraMetrics,
 }
 
 impl Format {
     /// Every format, in `--help` order.
-    pub const ALL: [Format; 4] = [Format::Text, Format::Json, Format::Sarif, Format::Github];
+    pub const ALL: [Format; 6] = [
+        Format::Text,
+        Format::Json,
+        Format::Sarif,
+        Format::Github,
+        Format::Html,
+        Format::HydraMetrics,
+    ];
 
     /// The name as `--format` takes it.
     pub fn name(self) -> &'static str {
@@ -113,6 +124,8 @@ impl Format {
             Format::Json => "json",
             Format::Sarif => "sarif",
             Format::Github => "github",
+            Format::Html => "html",
+            Format::HydraMetrics => "hydra-metrics",
         }
     }
 

@@ -23,29 +23,6 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-/// The hostile names, as raw bytes (one path component each, except the
-/// long one, which is nested folders making a 4,000-byte relative path).
-fn hostile_names() -> Vec<Vec<u8>> {
-    let mut long = Vec::new();
-    while long.len() < 3_700 {
-        long.extend_from_slice(&[b'd'; 240]);
-        long.push(b'/');
-    }
-    long.extend_from_slice(&vec![b'f'; 4_000 - long.len()]);
-    vec![
-        b"not-utf8-\xff\xfe\xc0.so".to_vec(),
-        b"new\nline\r.so".to_vec(),
-        b"esc-\x1b[31mred\x1b[0m-\x07bell\x08.so".to_vec(),
-        b"-rf".to_vec(),
-        b"--format=json".to_vec(),
-        long,
-        br#"{"findings":[],"a":"b\"}".so"#.to_vec(),
-        br#"","uri":"file:passwd#x","level":"none"#.to_vec(),
-        b"::error file=x,title=y::z%0A,%25.so".to_vec(),
-        b"50% a:b,c #frag ?q=1 \\ .so".to_vec(),
-    ]
-}
-
 /// Builds `tree/` with, for each hostile name, a copy of a program needing
 /// libcuda.so.1 (no RUNPATH) and a dangling link `<name>.link`.
 fn hostile_tree() -> (tempfile::TempDir, Vec<PathBuf>) {
@@ -64,7 +41,7 @@ fn hostile_tree() -> (tempfile::TempDir, Vec<PathBuf>) {
          gcc -o prog main.c -Lstubs -lcuda",
     );
     let mut files = Vec::new();
-    for name in hostile_names() {
+    for name in common::hostile::names() {
         let rel = PathBuf::from(OsStr::from_bytes(&[b"tree/".as_slice(), &name].concat()));
         let file = d.join(&rel);
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();

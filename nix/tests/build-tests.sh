@@ -301,12 +301,22 @@ test_audit() {
     check "audit: the SARIF report is SARIF 2.1.0" python3 -c \
       'import json,sys; assert json.load(open(sys.argv[1]))["version"] == "2.1.0"' "$result/report.sarif"
     check "audit: no findings, not marked failed" test ! -e "$result/nix-support/failed"
+    check "audit: hydra-metrics parse as Hydra parses them and count what report.json says" \
+      python3 "$here/hydra-parse.py" metrics "$result"
+    check "audit: every hydra-build-products line is one Hydra keeps (HTML report included)" \
+      eval 'python3 "$here/hydra-parse.py" products "$result" && grep -qx "report html $result/report.html" "$products"'
   fi
   if expect audit-fixture-findings 0; then
     check "audit: findings mark the build failed for Hydra, reports kept" \
       eval 'test -e "$result/nix-support/failed" && test -s "$result/report.json"'
+    check "audit: hydra-metrics of a report with findings parse as Hydra parses them" \
+      python3 "$here/hydra-parse.py" metrics "$result"
   fi
   expect audit-fixture-strict 100 "failOnFindings is set"
+  if expect audit-set 0; then
+    check "audit.set: the index links every package's report and JSON" \
+      python3 "$here/hydra-parse.py" index "$result" kernels "odd <b>&\"name'" plain
+  fi
 }
 
 # ---- run -------------------------------------------------------------------------------

@@ -524,6 +524,27 @@ in
     cudaCapabilities = [ "9.0" ];
     extraFlags = [ "--system-lib-dirs" ];
   };
+  # audit.set over three packages (device code; a name full of markup; no
+  # device code): its `_index` builds every audit and links each report.
+  audit-set =
+    (t.audit.set {
+      packages = {
+        kernels = withCuda "audit-kernels" [ "8.0" ] { nativeBuildInputs = [ hooks.autoAddDriverRunpath ]; };
+        "odd <b>&\"name'" = withCuda "audit-odd" [ "8.0" ] {
+          nativeBuildInputs = [ hooks.autoAddDriverRunpath ];
+        };
+        plain = stdenv.mkDerivation {
+          name = "audit-plain";
+          dontUnpack = true;
+          installPhase = ''mkdir -p "$out/share" && echo text >"$out/share/readme"'';
+        };
+      };
+      cudaCapabilities = [
+        "8.0"
+        "9.0"
+      ];
+      extraFlags = [ "--system-lib-dirs" ];
+    })._index;
   audit-fixture-strict = t.audit {
     package = withCuda "audit-target" [ "8.0" ] { nativeBuildInputs = [ hooks.autoAddDriverRunpath ]; };
     cudaCapabilities = [ "9.0" ];

@@ -169,13 +169,14 @@ eval_true "audit.nix: one package, all outputs, JSON + SARIF products" "
      && has (builtins.replaceStrings [\".\"] [\"[.]\"] pkg.out.outPath) && has \"\${pkg.lib.outPath}\"
      && has \"--cuda-capabilities '8[.]6;9[.]0'\" && has \"--baseline\"
      && has \"hydra-build-products\" && has \"report json\" && has \"report sarif\" && has \"nix-support/failed\"
+     && has \"report html\" && has \"nix-support/hydra-metrics\"
      && a.package == pkg"
 
 eval_true "audit.nix: a set audits each derivation once; aliases (unevaluated: no warning), stdenvs, hooks, non-derivations, unavailable skipped with the reason" "
   let q = $p;
       s = q.nixCudaHooksAudit.set { packages = q.cudaPackages // { notADrv = 1; broken = throw \"x\"; }; };
       why = s._skipped.skipped;
-      audited = builtins.attrNames (removeAttrs s [ \"_skipped\" ]);
+      audited = builtins.attrNames (removeAttrs s [ \"_skipped\" \"_index\" ]);
       paths = map (n: s.\${n}.package.outPath) audited;
   in builtins.elem \"cuda_nvcc\" audited && s.cuda_nvcc.package == q.cudaPackages.cuda_nvcc
      && builtins.elem \"libcusparse_lt\" audited && !(s ? cusparselt) && !(s ? cudaFlags)
@@ -186,6 +187,7 @@ eval_true "audit.nix: a set audits each derivation once; aliases (unevaluated: n
      && why.callPackage == \"not a derivation\" && why.broken == \"does not evaluate\"
      && q.lib.hasPrefix \"meta.available is false\" why.cudnn && !(s ? cudnn)
      && s._skipped.counts.\"a stdenv\" == 2
+     && builtins.attrNames s._index.audits == audited
      && (q.nixCudaHooksAudit.set { packages = q.cudaPackages; includeUnavailable = true; }) ? cudnn"
 
 eval_true "overlay.nix: composes with Nixpkgs' real _cuda fixed point and aliases.nix" "
@@ -220,6 +222,6 @@ eval_true "flake.nix: packages, overlays.default, checks, lib.audit" "
      && f.packages.aarch64-linux.default.system == \"aarch64-linux\"
      && builtins.isFunction f.overlays.default
      && builtins.elem \"package\" (builtins.attrNames f.checks.\${s}) && f.checks.\${s} ? optOut && f.checks.\${s} ? optOutStatic
-     && builtins.attrNames ((f.lib.audit (import ./nix/tests/stub { })).set { packages = { }; }) == [ \"_skipped\" ]
+     && builtins.attrNames ((f.lib.audit (import ./nix/tests/stub { })).set { packages = { }; }) == [ \"_index\" \"_skipped\" ]
      && (f.lib.audit (import ./nix/tests/stub { })) { package = (import ./nix/tests/stub { }).autoAddDriverRunpath; } ? package"
 eval_true "flake.nix: inputs" '(import ./flake.nix).inputs.nixpkgs.url == "github:NixOS/nixpkgs/nixos-unstable"'

@@ -26,6 +26,11 @@ const AUDIT_FORMATS: &[(Format, &str)] = &[
     (Format::Json, "One JSON document (schema in docs/cuda-elf-inspect.md)"),
     (Format::Sarif, "SARIF 2.1.0, for code-scanning services"),
     (Format::Github, "GitHub Actions workflow commands (annotations)"),
+    (Format::Html, "One self-contained HTML page: coverage matrix, findings by check"),
+    (
+        Format::HydraMetrics,
+        "Hydra's nix-support/hydra-metrics lines (names in docs/cuda-elf-inspect.md)",
+    ),
 ];
 
 /// Audit the GPU code, NEEDED libraries and RUNPATHs of built files (which

@@ -84,6 +84,11 @@ pub struct ArchCode {
     pub ptx_isa: Option<PtxIsa>,
     /// LTO-IR targets it (never runnable as is).
     pub lto_ir: bool,
+    /// Bytes its fatbin entries (SASS, PTX, LTO-IR) take in the file, as
+    /// stored (compressed or not): what the architecture costs in the
+    /// package, reported per architecture (`bytes` in the JSON, Hydra's
+    /// `device-code` metrics). A bare cubin file has no entry and counts 0.
+    pub stored_bytes: u64,
 }
 
 /// How deep to read.
@@ -144,6 +149,21 @@ impl DeviceCode {
     /// Per architecture with PTX, the highest PTX ISA version of its entries.
     pub fn ptx_isa(&self) -> BTreeMap<Arch, PtxIsa> {
         self.archs.iter().filter_map(|(a, c)| Some((*a, c.ptx_isa?))).collect()
+    }
+
+    /// Adds `n` stored bytes of an entry of `arch`.
+    pub fn note_bytes(&mut self, arch: Arch, n: u64) {
+        let a = self.archs.entry(arch).or_default();
+        a.stored_bytes = a.stored_bytes.saturating_add(n);
+    }
+
+    /// Per architecture with fatbin entries, the bytes they take as stored.
+    pub fn stored_bytes(&self) -> BTreeMap<Arch, u64> {
+        self.archs
+            .iter()
+            .filter(|(_, c)| c.stored_bytes > 0)
+            .map(|(a, c)| (*a, c.stored_bytes))
+            .collect()
     }
 
     /// Records LTO-IR of `arch`.
@@ -218,6 +238,8 @@ impl Serialize for DeviceCode {
             lto_ir: BTreeSet<Arch>,
             #[serde(skip_serializing_if = "BTreeMap::is_empty")]
             ptx_isa: BTreeMap<Arch, PtxIsa>,
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            bytes: BTreeMap<Arch, u64>,
             cubins: usize,
             ptx_files: usize,
             lto_ir_files: usize,
@@ -235,6 +257,7 @@ impl Serialize for DeviceCode {
             ptx_without_entries: self.ptx_without_entries(),
             lto_ir: self.lto_ir(),
             ptx_isa: self.ptx_isa(),
+            bytes: self.stored_bytes(),
             cubins: self.cubins,
             ptx_files: self.ptx_files,
             lto_ir_files: self.lto_ir_files,
@@ -329,11 +352,13 @@ fn sort_leaves<'e, 'a>(
             }
             Leaf::Entry { entry, bundle, beside_code } => match entry.kind {
                 Kind::Elf => {
+                    code.note_bytes(entry.arch, entry_bytes(entry, bundle));
                     code.cubins += 1;
                     cubins.entry(entry.arch).or_default().push((entry, bundle));
                 }
                 Kind::Ptx => {
                     code.ptx_files += 1;
+                    code.note_bytes(entry.arch, entry_bytes(entry, bundle));
                     code.note_ptx_isa(
                         entry.arch,
                         PtxIsa { major: entry.major, minor: entry.minor },
@@ -347,6 +372,7 @@ fn sort_leaves<'e, 'a>(
                 }
                 Kind::LtoIr => {
                     code.lto_ir_files += 1;
+                    code.note_bytes(entry.arch, entry_bytes(entry, bundle));
                     code.note_lto_ir(entry.arch);
                 }
                 Kind::Concat | Kind::Unknown(_) => {}
@@ -354,6 +380,15 @@ fn sort_leaves<'e, 'a>(
         }
     }
     (cubins, ptx)
+}
+
+/// The bytes one entry takes in the file: as stored, or (inside a
+/// `--concat` bundle, which is compressed as a whole) its plain size there.
+fn entry_bytes(entry: &Entry<'_>, bundle: Option<&Entry<'_>>) -> u64 {
+    match bundle {
+        None => entry.stored_size,
+        Some(_) => entry.plain_size(),
+    }
 }
 
 /// Settles one architecture's SASS: kernels or link stubs, reading as few

@@ -7,6 +7,9 @@
 pub mod buildlog;
 pub mod device;
 pub mod github;
+pub mod html;
+pub mod matrix;
+pub mod metrics;
 pub mod sarif;
 pub mod summary;
 pub mod text;
@@ -53,6 +56,13 @@ pub fn write(
         Format::Json => json(out, report),
         Format::Sarif => sarif::write(out, report),
         Format::Github => github::write(out, report),
+        Format::Html => {
+            // The command line the page says made it (lossy: a name may not be UTF-8).
+            let args: Vec<String> =
+                std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+            html::write(out, report, &args)
+        }
+        Format::HydraMetrics => metrics::write(out, report),
         Format::Text => {
             device::write(out, report)?;
             text::write(out, report, color)

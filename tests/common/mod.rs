@@ -6,6 +6,7 @@
 
 pub mod cuobjdump;
 pub mod fixtures;
+pub mod hostile;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

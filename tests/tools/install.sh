@@ -40,6 +40,9 @@ command -v zstd >/dev/null || need_apt+=(zstd)
 command -v script >/dev/null || need_apt+=(bsdutils)
 command -v strace >/dev/null || need_apt+=(strace)
 { command -v setpriv && command -v flock; } >/dev/null || need_apt+=(util-linux)
+# tests/html_report.rs renders the HTML report in a real browser (headless;
+# as root it needs --no-sandbox) and reads the matrix back from the DOM.
+command -v chromium >/dev/null || need_apt+=(chromium)
 apt_install() { # [apt-get install options...] packages...
   echo "install.sh: apt-get install $*"
   export DEBIAN_FRONTEND=noninteractive
