@@ -364,6 +364,12 @@ if want audit && need_corpus; then
   compare "audit (default) vs just listing, warm" "$size" "$((r * 3))" "$((r * 3))" "cuda-elf-inspect -lelf -lptx, same files" \
     -- "$bin/cuda-elf-inspect" "${corpus_dirs[@]}" \
     -- "$bin/cuda-elf-inspect" -lelf -lptx "${files[@]}"
+  # Issue 23: the default reads the fatbins kept outside the fatbin sections
+  # (cuFFT's 24,000, cuBLASLt's, cuRAND 13's); --no-scan only probes for
+  # them, as the default did before. The ratio is the price of reading them.
+  compare "audit (default) vs --no-scan, warm" "$size" "$((r * 3))" "$((r * 3))" "cuda-elf-inspect --no-scan, same files" \
+    -- "$bin/cuda-elf-inspect" "${corpus_dirs[@]}" \
+    -- "$bin/cuda-elf-inspect" --no-scan "${corpus_dirs[@]}"
   for caps in "" "8.0 9.0"; do
     args=()
     wl="audit (default)"
@@ -387,6 +393,13 @@ if want audit && need_corpus; then
     compare "audit --cuda-capabilities \"8.0 9.0\" vs the previous build, warm" "$size" "$((r * 3))" "$((r * 3))" "previous build $(cut -c1-7 "$PREVIOUS/REV" 2>/dev/null || echo "$PREVIOUS")" \
       -- "$bin/cuda-elf-inspect" --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}" \
       -- "$PREVIOUS/cuda-elf-inspect" --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}"
+    # Like for like when the previous build predates issue 23 (it read no
+    # fatbins outside the sections): ours with --no-scan.
+    if ! "$PREVIOUS/cuda-elf-inspect" --help | grep -q -- --no-scan; then
+      compare "audit --no-scan --cuda-capabilities \"8.0 9.0\" vs the previous build's default, warm" "$size" "$((r * 3))" "$((r * 3))" "previous build $(cut -c1-7 "$PREVIOUS/REV" 2>/dev/null || echo "$PREVIOUS")" \
+        -- "$bin/cuda-elf-inspect" --no-scan --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}" \
+        -- "$PREVIOUS/cuda-elf-inspect" --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}"
+    fi
   fi
   # Issue 23: the HTML report (matrix, findings by check) within 2x of the
   # JSON report of the same audit: a ratio of 0.50x or more.

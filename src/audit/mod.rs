@@ -54,13 +54,20 @@ pub struct Policy {
     /// Without it such a file resolves only through its RUNPATH/RPATH and the
     /// store: this machine's folders hold this machine's libraries.
     pub sysroot: Option<PathBuf>,
-    /// Search every file whole for fatbin containers outside the fatbin
-    /// sections (`--scan`); otherwise only the start of each data section
-    /// is probed, and containers found there are reported unread.
-    pub scan: bool,
+    /// How to look for fatbin containers outside the fatbin sections: by
+    /// default ([`Scan::Found`]) every data section whose start holds one is
+    /// read whole; `--scan` searches every byte ([`Scan::Full`]); with
+    /// `--no-scan` ([`Scan::Probe`]) containers found at the start of a
+    /// data section are reported unread.
+    pub scan: Scan,
     /// `--driver-version` / `--driver-cuda`: the driver the files must run
     /// on (runtime and PTX JIT checks, coverage verdicts); `None`: no checks.
     pub driver: Option<crate::cuda::driver::Driver>,
+    /// Inside a Nix build of a derivation that compiles its code (not a
+    /// prebuilt or redist package, which sets `dontBuild`): its outputs. A
+    /// file below one holds code the build made itself, so a wrong target
+    /// in it is the build's to fix ([`checks::jetson`]).
+    pub own_outputs: Vec<PathBuf>,
     /// Library resolution, shared by the files of a run (it remembers what
     /// it has probed).
     pub resolver: std::sync::Arc<crate::audit::linkage::Resolver>,
@@ -110,6 +117,10 @@ pub struct Coverage {
     /// With a driver given: whether the code runs on it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<DriverVerdict>,
+    /// Fatbins outside the sections were not read (`--no-scan`) and no
+    /// SASS was found in what was read: they may hold this capability's code.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub not_read: bool,
 }
 
 /// One capability's verdict on the given driver.
@@ -138,6 +149,7 @@ pub fn coverage(
 ) -> Vec<Coverage> {
     let Some(req) = &policy.requested else { return Vec::new() };
     let codes = dev.codes();
+    let unread = dev.unscanned.is_some();
     req.capabilities
         .iter()
         .map(|c| match crate::cuda::capabilities::covering(&codes, *c) {
@@ -148,6 +160,7 @@ pub fn coverage(
                     code: Some(code.name()),
                     ptx_isa: None,
                     driver: None,
+                    not_read: unread && runs != crate::cuda::capabilities::Runs::Native,
                 };
                 if let Some(driver) = &policy.driver {
                     let isa = checks::isa_of(dev, &code);
@@ -164,6 +177,7 @@ pub fn coverage(
                 code: None,
                 ptx_isa: None,
                 driver: None,
+                not_read: unread,
             },
         })
         .collect()
@@ -281,9 +295,8 @@ fn examine(
     policy: &Policy,
     release: &(dyn Fn(&[u8]) + Sync),
 ) -> Result<Examined, String> {
-    let scan = if policy.scan { Scan::Full } else { Scan::Probe };
     let read = |object: &Object<'_>| {
-        devicecode::read(data, object, Some(local), Depth::PerArch, scan, release)
+        devicecode::read(data, object, Some(local), Depth::PerArch, policy.scan, release)
     };
     if !data.starts_with(b"\x7fELF") || crate::fatbin::cubin::is_cubin(data) {
         let object = host::parse_with(data, &mut |p| release(p)).map_err(|e| e.to_string())?;

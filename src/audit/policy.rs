@@ -13,6 +13,7 @@ use super::Policy;
 use crate::buildenv::BuildEnv;
 use crate::cuda::capabilities::{self, CapError, CudaVersion, Request};
 use crate::cuda::driver::Driver;
+use crate::devicecode::Scan;
 
 /// What the arguments and the build environment say to check, before the
 /// sources are prepared: with the store folder and the resolver they
@@ -33,12 +34,14 @@ pub struct Checks {
     pub sysroot: Option<PathBuf>,
     /// The driver the files must run on, if given.
     pub driver: Option<Driver>,
+    /// See [`Policy::own_outputs`].
+    pub own_outputs: Vec<PathBuf>,
 }
 
 impl Checks {
     /// The policy for sources named in `store_dir` and read through
-    /// `resolver`; `scan`: read fatbin containers outside the sections.
-    pub fn policy(self, scan: bool, store_dir: PathBuf, resolver: Arc<Resolver>) -> Policy {
+    /// `resolver`; `scan`: how to read fatbin containers outside the sections.
+    pub fn policy(self, scan: Scan, store_dir: PathBuf, resolver: Arc<Resolver>) -> Policy {
         Policy {
             requested: self.requested,
             forward_compat: self.forward_compat,
@@ -49,6 +52,7 @@ impl Checks {
             sysroot: self.sysroot,
             scan,
             driver: self.driver,
+            own_outputs: self.own_outputs,
             resolver,
         }
     }
@@ -119,7 +123,19 @@ pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> 
         build_dirs: build_dirs(env),
         system_lib_dirs: flags.system_lib_dirs,
         sysroot: flags.sysroot.clone(),
+        own_outputs: own_outputs(env),
     })
+}
+
+/// The outputs of the build this runs in, when the derivation builds its
+/// own code: none outside a build, and none when `dontBuild` is set, as
+/// Nixpkgs' CUDA redist builder (and most packages of prebuilt binaries)
+/// sets it: their device code is NVIDIA's or a vendor's, not the build's.
+pub fn own_outputs(env: &BuildEnv) -> Vec<PathBuf> {
+    if env.flag("dontBuild") {
+        return Vec::new();
+    }
+    env.outputs().map(|o| o.into_iter().map(|o| o.path).collect()).unwrap_or_default()
 }
 
 /// `$cudaForwardCompat` as Nix passes a boolean: `1` true, empty false

@@ -19,6 +19,7 @@ use super::policy::{self, Checks, PolicyError};
 use super::sources::{self, CacheArgs, Progress, SourceError, Sources};
 use super::{Audit, Policy};
 use crate::buildenv::{BuildEnv, BuildEnvError};
+use crate::devicecode::Scan;
 use crate::log::{Logger, Msg};
 
 /// Why a session stops before it has a result.
@@ -47,7 +48,7 @@ pub struct Session {
     checks: Checks,
     cache: Option<CacheArgs>,
     limits: crate::store::budget::Limits,
-    scan: bool,
+    scan: Scan,
     store_dir: PathBuf,
     baseline: BaselineArgs,
 }
@@ -83,12 +84,12 @@ pub enum Outcome {
 }
 
 impl Session {
-    /// Checks the arguments against the build environment (`scan`: read
-    /// fatbin containers outside the fatbin sections).
+    /// Checks the arguments against the build environment (`scan`: how to
+    /// read fatbin containers outside the fatbin sections).
     pub fn new(
         args: &AuditArgs,
         baseline: &BaselineArgs,
-        scan: bool,
+        scan: Scan,
         env: &BuildEnv,
     ) -> Result<Session, SessionError> {
         Ok(Session {

@@ -36,8 +36,9 @@ pub struct Args {
     paths: Vec<PathBuf>,
     /// The driver link folder, an absolute path without `:`; its `lib`
     /// subfolder is added to every file [default: NixOS's, by the file's
-    /// class: /run/opengl-driver for 64-bit files, /run/opengl-driver-32
-    /// for 32-bit ones].
+    /// machine: /run/opengl-driver-32 for i686 files (NixOS's 32-bit x86
+    /// driver), /run/opengl-driver for every other machine, 32-bit ARM
+    /// included, as Nixpkgs' addDriverRunpath].
     #[arg(long, value_name = "DIR", value_parser = driver_link_arg)]
     driver_link: Option<PathBuf>,
     /// Put DIR (cuda_compat's `compat` folder) first and the driver entry

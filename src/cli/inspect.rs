@@ -15,6 +15,7 @@ use crate::audit::session::{AuditArgs, BaselineArgs, Outcome, Session};
 use crate::audit::{failure::Failure, sources};
 use crate::buildenv::BuildEnv;
 use crate::cli;
+use crate::devicecode::Scan;
 use crate::inspect::listing::{self, ListOptions};
 use crate::log::Logger;
 use crate::output::{sanitize, Controls, Envelope, ExitStatus, Format};
@@ -80,12 +81,21 @@ pub struct Args {
     /// stubs are not told apart from code).
     #[arg(long, requires = "summary")]
     headers_only: bool,
-    /// Also read fatbin containers outside the fatbin sections (cuFFT keeps
-    /// thousands in `.ldata`): the audit checks them (without it, it probes
-    /// the start of each data section and reports what it did not read);
-    /// --summary lists them separately.
-    #[arg(long, conflicts_with_all = ["list_elf", "list_ptx"])]
+    /// Search every byte of every loaded data section for fatbin containers
+    /// outside the fatbin sections. The audit by default reads every data
+    /// section whose start holds one (cuFFT's thousands in `.ldata`);
+    /// --summary lists what the search finds separately.
+    #[arg(long, conflicts_with_all = ["list_elf", "list_ptx", "no_scan"])]
     scan: bool,
+    /// Audit without reading fatbin containers outside the fatbin sections:
+    /// those found at the start of a data section are reported unread
+    /// (device-code-not-scanned), and no capability is judged on them.
+    #[arg(long, conflicts_with_all = ["list_elf", "list_ptx", "summary"])]
+    no_scan: bool,
+    /// Print a check's row of the checks table (severity, why, fix, how a
+    /// baseline remembers it) and exit; alone, list every check's id.
+    #[arg(long, value_name = "CHECK", num_args = 0..=1, default_missing_value = "")]
+    explain: Option<String>,
     /// Outside a build, log more on stderr: errors and warnings always, -v
     /// notices, -vv infos, up to -vvvvvv. Inside a build NIX_DEBUG decides.
     #[arg(short, long, action = clap::ArgAction::Count)]
@@ -125,6 +135,9 @@ pub fn run(args: Args, prog: &str) -> anyhow::Result<ExitStatus> {
     let text_only = |what: &str| {
         bail!("--format {} does not apply to {what}: use text or json", args.format.name())
     };
+    if let Some(id) = &args.explain {
+        return explain(&args, id);
+    }
     if args.list_elf || args.list_ptx {
         if args.format != Format::Text {
             bail!("--format applies to the audit and --summary; --list-elf/--list-ptx print cuobjdump's text");
@@ -138,6 +151,21 @@ pub fn run(args: Args, prog: &str) -> anyhow::Result<ExitStatus> {
         return summary(&args);
     }
     audit(&args)
+}
+
+/// `--explain [CHECK]`: the checks table, read by a person.
+fn explain(args: &Args, id: &str) -> anyhow::Result<ExitStatus> {
+    if !args.paths.is_empty() {
+        bail!("--explain takes one check id and no paths");
+    }
+    let mut out = io::stdout().lock();
+    if id.is_empty() {
+        report::explain::list(&mut out)?;
+    } else {
+        report::explain::explain(&mut out, id)?;
+    }
+    out.flush()?;
+    Ok(ExitStatus::Ok)
 }
 
 /// The paths given, `-` expanded from stdin.
@@ -158,7 +186,12 @@ fn say_failures(failures: &[Failure]) {
 fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
     let env = BuildEnv::from_env()?;
     let log = Logger::from_env("cudaElfInspect").with_stderr_verbosity(args.verbose);
-    let session = Session::new(&args.audit, &args.baseline, args.scan, &env)?;
+    let scan = match (args.scan, args.no_scan) {
+        (true, _) => Scan::Full,
+        (_, true) => Scan::Probe,
+        _ => Scan::Found,
+    };
+    let session = Session::new(&args.audit, &args.baseline, scan, &env)?;
     let given = if args.paths.is_empty() { Vec::new() } else { paths(args)? };
     let paths = session.paths(given, &env, &log)?;
     let progress = ProgressLine::new(io::stderr().is_terminal());

@@ -37,6 +37,12 @@ pub enum Scan {
     /// The start of each data section only ([`traverse::probe`]): what is
     /// found there is not read, but recorded ([`DeviceCode::unscanned`]).
     Probe,
+    /// The start of each data section, and every data section whose start
+    /// holds a container searched whole ([`traverse::found_sections`]):
+    /// fatbins kept outside the sections come as arrays (cuFFT's `.ldata`,
+    /// cuBLASLt's `.cask_resource` start with one), so this reads them all
+    /// at the cost of the containers themselves, not of every data byte.
+    Found,
     /// Every byte outside the sections, host code and unloaded sections
     /// ([`traverse::scan`]); what is found is read into the model.
     Full,
@@ -67,8 +73,14 @@ pub fn read<'a>(
     if scan == Scan::Probe {
         out.code.unscanned = traverse::probe(data, object);
     }
-    if scan == Scan::Full {
-        let containers = traverse::scan(data, object, &mut |p| release(p));
+    if matches!(scan, Scan::Found | Scan::Full) {
+        let containers = match scan {
+            Scan::Full => traverse::scan(data, object, &mut |p| release(p)),
+            _ => {
+                let sections = traverse::found_sections(data, object);
+                traverse::scan_sections(data, &sections, &mut |p| release(p))
+            }
+        };
         out.code.scanned_containers = containers.len();
         let mut leaves = Vec::new();
         traverse::leaves(&containers, &mut leaves);

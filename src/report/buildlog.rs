@@ -1,5 +1,6 @@
 //! Inside a Nix build: each finding as a setup.sh log line (`LEVEL: caller:
-//! message` on `$NIX_LOG_FD`, see [`crate::log`]), then a count.
+//! message` on `$NIX_LOG_FD`, see [`crate::log`]), then a count of those
+//! lines ([`super::shown`]).
 
 use serde::Serialize;
 
@@ -9,18 +10,27 @@ use crate::log::{Level, Logger, Msg};
 
 /// Logs every finding and failure of `report`, then the totals.
 pub fn write<F: Serialize>(log: &Logger, report: &Report<F>) {
-    for f in &report.findings {
+    for line in super::shown::lines(&report.findings) {
+        let f = &line[0];
         let level = match f.severity {
             Severity::Error => Level::Error,
             Severity::Warning => Level::Warn,
             Severity::Info => Level::Info,
         };
-        log.log(level, &Msg::new("").p(&f.path).s(": [").s(f.check.id()).s("] ").s(&f.message));
+        log.log(
+            level,
+            &Msg::new("")
+                .p(&f.path)
+                .s(": [")
+                .s(f.check.id())
+                .s("] ")
+                .s(&super::shown::message(line)),
+        );
     }
     for failure in &report.failures {
         log.error(&Msg::new("cannot examine ").s(&failure.to_string()));
     }
-    let s = &report.summary;
+    let s = &report.shown_summary();
     let level = if s.errors + s.failures > 0 { Level::Error } else { Level::Info };
     log.log(
         level,

@@ -55,6 +55,14 @@ pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> 
                 .coverage
                 .iter()
                 .map(|c| match (&c.code, c.runs, &c.driver) {
+                    // Never "nothing runs" about code not read.
+                    (None, _, _) if c.not_read => format!("{}: {NOT_READ}", c.capability),
+                    (Some(code), Runs::Jit, None) if c.not_read => {
+                        format!(
+                            "{}: PTX {code} (JIT only in what was read; {NOT_READ})",
+                            c.capability
+                        )
+                    }
                     (Some(code), Runs::Native, None) => format!("{}: SASS {code}", c.capability),
                     (Some(code), Runs::Native, Some(v)) => {
                         format!("{}: SASS {code} ({})", c.capability, verdict(v))
@@ -82,6 +90,10 @@ pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> 
     }
     writeln!(out)
 }
+
+/// What a coverage line says where code was not read (see
+/// [`crate::audit::Coverage::not_read`]).
+const NOT_READ: &str = "not read (fatbins outside the fatbin sections, --no-scan)";
 
 /// `runs`, `JIT runs`, or why not, for a coverage line with a driver given.
 fn verdict(v: &crate::audit::DriverVerdict) -> String {

@@ -49,9 +49,12 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Resul
         Severity::Warning => 1,
         Severity::Info => 2,
     };
+    // One annotation per line the text report shows (a file's unrequested
+    // architectures together), so that the counts below count them.
+    let lines = super::shown::lines(&report.findings);
     let mut total = [report.failures.len(), 0, 0];
-    for f in &report.findings {
-        total[slot(f.severity)] += 1;
+    for line in &lines {
+        total[slot(line[0].severity)] += 1;
     }
     let over = |limit: [usize; 3]| -> usize {
         total.iter().zip(limit).map(|(t, l)| t.saturating_sub(l)).sum()
@@ -68,7 +71,8 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Resul
             writeln!(out, "::error title={TOOL}::{}", escape_data(&failure.to_string()))?;
         }
     }
-    for f in &report.findings {
+    for line in &lines {
+        let f = &line[0];
         let i = slot(f.severity);
         if shown[i] >= limit[i] {
             continue;
@@ -81,7 +85,7 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Resul
             "::{cmd} file={},title={}::{}",
             escape_property(&f.path.to_string_lossy()),
             escape_property(f.check.id()),
-            escape_data(&format!("{}{fix}", f.message))
+            escape_data(&format!("{}{fix}", super::shown::message(line)))
         )?;
     }
     if hidden > 0 {
@@ -90,7 +94,7 @@ pub fn write<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Resul
             "::notice title={TOOL}::{hidden} more findings not annotated (GitHub shows {LIMIT_PER_LEVEL} per level); see the JSON or SARIF report"
         )?;
     }
-    writeln!(out, "{}", summary_line(&report.summary))
+    writeln!(out, "{}", summary_line(&report.shown_summary()))
 }
 
 #[cfg(test)]

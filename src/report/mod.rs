@@ -6,11 +6,13 @@
 
 pub mod buildlog;
 pub mod device;
+pub mod explain;
 pub mod github;
 pub mod html;
 pub mod matrix;
 pub mod metrics;
 pub mod sarif;
+pub mod shown;
 pub mod summary;
 pub mod text;
 
@@ -128,6 +130,12 @@ impl<F: Serialize> Report<F> {
 }
 
 impl<F: Serialize> Report<F> {
+    /// The counts of what the text report, GitHub's annotations and the
+    /// build log show ([`shown`]); [`Report::summary`] counts every finding.
+    pub fn shown_summary(&self) -> Summary {
+        shown::summary(&self.findings, &self.summary)
+    }
+
     /// The audit's exit status: 2 when a file could not be examined, 1 for
     /// error findings (not baselined), else 0.
     pub fn exit_status(&self) -> ExitStatus {

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::audit::finding::{CheckId, Finding, Subject};
+use crate::audit::finding::{CheckId, Finding, Severity, Subject};
 use crate::audit::Policy;
 use crate::cuda::capabilities::{coverage, Capability, Code, CodeKind, Request, Runs, Variant};
 use crate::devicecode::model::capability;
@@ -14,14 +14,14 @@ use crate::devicecode::DeviceCode;
 use crate::elf::dynamic::DynamicFacts;
 
 /// Device code outside the fatbin sections that the audit saw and did not
-/// read (`--scan` reads it): its other findings are about the sections only.
+/// read (`--no-scan`): no capability is judged on the code read alone.
 pub fn scan_coverage(path: &Path, dev: &DeviceCode, out: &mut Vec<Finding>) {
     if let Some(offset) = dev.unscanned {
         out.push(Finding::new(
             CheckId::DeviceCodeNotScanned,
             path,
             format!(
-                "fatbin containers lie outside the fatbin sections (one at offset {offset:#x}); they were not read, so the capability checks see only the sections: run with --scan"
+                "fatbin containers lie outside the fatbin sections (one at offset {offset:#x}) and were not read (--no-scan): no capability was judged on this file's code"
             ),
         ));
     }
@@ -34,8 +34,12 @@ pub fn capabilities(path: &Path, dev: &DeviceCode, policy: &Policy, out: &mut Ve
         return;
     }
     let codes = dev.codes();
-    gaps(path, &codes, req, out);
-    forward_compat(path, &codes, req, policy, out);
+    // What was not read may hold the code a capability lacks: no "nothing
+    // runs" about it (device-code-not-scanned says why).
+    if dev.unscanned.is_none() {
+        gaps(path, &codes, req, out);
+        forward_compat(path, &codes, req, policy, out);
+    }
     unrequested(path, dev, req, policy, out);
 }
 
@@ -187,6 +191,11 @@ fn unrequested(
 /// machine is a wrong target. And a Jetson build (every requested capability
 /// a Jetson one, as Nixpkgs' `isJetsonBuild`) has no use for SASS of SBSA or
 /// desktop capabilities.
+///
+/// A warning only where someone can act on it: the request itself is a
+/// configuration error ([`request_error`]), or the file is the build's own
+/// ([`Policy::own_outputs`]). Otherwise (NVIDIA's x86_64 libraries carry
+/// sm_72, sm_87 and sm_101) an info.
 pub fn jetson(
     path: &Path,
     dev: &DeviceCode,
@@ -194,12 +203,6 @@ pub fn jetson(
     policy: &Policy,
     out: &mut Vec<Finding>,
 ) {
-    const EM_AARCH64: u16 = 183;
-    let is_jetson = |c: Capability| {
-        crate::cuda::capabilities::info(c)
-            .or_else(|| crate::cuda::capabilities::info(c.device()))
-            .map(|i| i.jetson)
-    };
     let name = |c: &crate::cuda::capabilities::Code| {
         let prefix = if c.kind == CodeKind::Sass { "sm" } else { "compute" };
         format!("{prefix}_{}{}", c.target.sm(), c.target.variant.suffix())
@@ -207,22 +210,30 @@ pub fn jetson(
     let mut codes = dev.codes();
     codes.sort_by_key(|c| (c.target, c.kind == CodeKind::Ptx));
     codes.dedup();
+    let config = policy.requested.as_ref().and_then(|r| request_error(r, d));
+    let own = policy.own_outputs.iter().any(|o| path.starts_with(o));
+    let finding = |message: String, c: &crate::cuda::capabilities::Code| {
+        let mut f = Finding::new(CheckId::JetsonCapabilityMismatch, path, message)
+            .about(Subject::Arch(name(c)));
+        match (&config, own) {
+            (Some(why), _) => f.message.push_str(&format!(" ({why})")),
+            (None, true) => f.message.push_str(" (built by this derivation)"),
+            (None, false) => f.severity = Severity::Info,
+        }
+        f
+    };
     if let Some(d) = d.filter(|d| d.machine != EM_AARCH64) {
         let target = d.target();
         for c in codes.iter().filter(|c| is_jetson(c.target) == Some(true)) {
-            out.push(
-                Finding::new(
-                    CheckId::JetsonCapabilityMismatch,
-                    path,
-                    format!(
-                        "device code for the Jetson capability {} ({}) in a file for {}: Jetson boards are aarch64",
-                        c.target,
-                        name(c),
-                        target.describe()
-                    ),
-                )
-                .about(Subject::Arch(name(c))),
-            );
+            out.push(finding(
+                format!(
+                    "device code for the Jetson capability {} ({}) in a file for {}: Jetson boards are aarch64",
+                    c.target,
+                    name(c),
+                    target.describe()
+                ),
+                c,
+            ));
         }
     }
     let Some(req) = &policy.requested else { return };
@@ -233,18 +244,51 @@ pub fn jetson(
     let wanted: Vec<String> = req.capabilities.iter().map(|c| c.to_string()).collect();
     for c in codes.iter().filter(|c| c.kind == CodeKind::Sass && is_jetson(c.target) == Some(false))
     {
-        out.push(
-            Finding::new(
-                CheckId::JetsonCapabilityMismatch,
-                path,
-                format!(
-                    "a Jetson build (capabilities {}) with SASS for the SBSA/desktop capability {} ({})",
-                    wanted.join(", "),
-                    c.target,
-                    name(c)
-                ),
-            )
-            .about(Subject::Arch(name(c))),
-        );
+        out.push(finding(
+            format!(
+                "a Jetson build (capabilities {}) with SASS for the SBSA/desktop capability {} ({})",
+                wanted.join(", "),
+                c.target,
+                name(c)
+            ),
+            c,
+        ));
     }
+}
+
+/// `e_machine` of aarch64, the only machine Jetson boards are.
+const EM_AARCH64: u16 = 183;
+
+/// Whether a capability is a Jetson one (the capability table's column).
+fn is_jetson(c: Capability) -> Option<bool> {
+    crate::cuda::capabilities::info(c)
+        .or_else(|| crate::cuda::capabilities::info(c.device()))
+        .map(|i| i.jetson)
+}
+
+/// Why the requested capabilities are a configuration error for this file,
+/// as Nixpkgs refuses them: a Jetson capability for a file that is not for
+/// aarch64, or Jetson and non-Jetson capabilities together (`a`/`f` ones
+/// left out of that test).
+fn request_error(req: &Request, d: Option<&DynamicFacts>) -> Option<String> {
+    let jetson: Vec<String> = req
+        .capabilities
+        .iter()
+        .filter(|c| is_jetson(**c) == Some(true))
+        .map(|c| c.to_string())
+        .collect();
+    let first = jetson.first()?;
+    if let Some(d) = d.filter(|d| d.machine != EM_AARCH64) {
+        return Some(format!(
+            "a configuration error: the Jetson capability {first} was requested for a build for {}",
+            d.target().describe()
+        ));
+    }
+    let other = req
+        .capabilities
+        .iter()
+        .find(|c| c.variant == Variant::Base && is_jetson(**c) == Some(false))?;
+    Some(format!(
+        "a configuration error: the Jetson capability {first} was requested together with {other}, which is not one"
+    ))
 }
