@@ -105,7 +105,7 @@ enum Candidate {
 
 /// Whether a candidate is one the loader would take.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Usable {
+pub(crate) enum Usable {
     Yes,
     No,
     /// Inside this store path, which was not fetched.
@@ -185,7 +185,7 @@ impl Resolver {
     /// Whether `path` is a file the loader would accept: it exists and, when
     /// a class and machine are given, is an ELF of that class and machine
     /// (the loader skips others and goes on searching).
-    fn usable(&self, path: &Path, target: Option<Target>) -> Usable {
+    pub(crate) fn usable(&self, path: &Path, target: Option<Target>) -> Usable {
         let known = self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
         let kind = known.unwrap_or_else(|| {
             // Without mounts the kernel resolves the path (no extra calls).

@@ -12,6 +12,9 @@
 //! - the name has no `/` (a path is opened as given, never searched) and
 //!   starts with a letter, digit or `_` (a merged string's tail, as in
 //!   `failed to load libfoo.so`, still counts: the linker shares such tails);
+//! - a name holding `lib` starts there (binary bytes before a string that
+//!   follows them without a NUL are no part of it); one without `lib`
+//!   (`pam_unix.so`) must be a whole string, NUL before it;
 //! - a `%` is a printf conversion (`libnvrtc.so.%d`): kept as a pattern.
 
 use super::{Origin, Problem, MAX_TARGETS};
@@ -131,6 +134,14 @@ pub fn name_at(bytes: &[u8], at: usize) -> Option<(usize, &[u8])> {
     if start > 0 && (name_byte(bytes[start - 1]) || bytes[start - 1] == b'/') {
         return None; // longer than any file name, or a path
     }
+    // Binary bytes may run into a string that follows without a NUL
+    // (NCCL: `4Blibmlx5.so`): a name that holds `lib` starts there; one
+    // without (`pam_unix.so`) must be a whole string.
+    match memchr::memmem::find(&bytes[start..at], b"lib") {
+        Some(lib) => start += lib,
+        None if start > 0 && bytes[start - 1] != 0 => return None,
+        None => {}
+    }
     let name = &bytes[start..end];
     let first = *name.first()?;
     if !(first.is_ascii_alphanumeric() || first == b'_') || at == start {
@@ -184,6 +195,10 @@ mod tests {
         assert_eq!(names(data), Vec::<String>::new());
         // A merged tail of a message still names the library.
         assert_eq!(names(b"failed to load libz.so.1\0"), ["libz.so.1"]);
+        assert_eq!(
+            names(b"\x014Blibmlx5.so\0\0pam_unix.so\0x pam_x.so\0"),
+            ["libmlx5.so", "pam_unix.so"]
+        );
         assert_eq!(names(b"libq.so.%x\0"), Vec::<String>::new());
     }
 }
