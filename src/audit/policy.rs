@@ -36,6 +36,8 @@ pub struct Checks {
     pub driver: Option<Driver>,
     /// See [`Policy::own_outputs`].
     pub own_outputs: Vec<PathBuf>,
+    /// Run the dlopen pass (not `--no-dlopen`).
+    pub dlopen: bool,
 }
 
 impl Checks {
@@ -53,6 +55,7 @@ impl Checks {
             scan,
             driver: self.driver,
             own_outputs: self.own_outputs,
+            dlopen: self.dlopen,
             resolver,
         }
     }
@@ -124,6 +127,7 @@ pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> 
         system_lib_dirs: flags.system_lib_dirs,
         sysroot: flags.sysroot.clone(),
         own_outputs: own_outputs(env),
+        dlopen: !flags.no_dlopen,
     })
 }
 

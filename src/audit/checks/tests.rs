@@ -35,6 +35,7 @@ fn policy(caps: Option<&str>, forward_compat: bool) -> Policy {
         own_outputs: Vec::new(),
         sysroot: None,
         driver: None,
+        dlopen: true,
         resolver: Default::default(),
     }
 }
