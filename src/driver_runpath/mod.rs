@@ -15,7 +15,9 @@
 //! exit status.
 //!
 //! The parts: `classify` (which files are skipped, and why), [`plan`] (the
-//! driver entry and the new search path), `write` (applying the rewrite
+//! driver entry and the new search path), [`search`] and
+//! [`dlopen_folders`] (`--dlopen-search`: the folders a file needs for
+//! what it dlopens), `write` (applying the rewrite
 //! through [`crate::fs::atomic`]), [`report`] (what happened) and [`emit`]
 //! (writing it); this module walks the tree and runs each inode through them.
 
@@ -36,15 +38,18 @@ use crate::fs::atomic::{self, SideFile};
 use crate::fs::walk;
 
 mod classify;
+pub mod dlopen_folders;
 pub mod emit;
 pub mod plan;
 pub mod report;
+pub mod search;
 mod write;
 
 pub use plan::{
     check_driver_link, driver_entry, folder_entry, Config, Driver, DriverRule, NIXOS_DRIVER_LINK,
     NIXOS_DRIVER_LINK_32,
 };
+pub use dlopen_folders::{AddedFolder, DlopenReport, Served};
 pub use report::{Action, ErrorKind, FileReport, RunReport, Summary, WalkEvent};
 
 /// Why processing one file failed.
