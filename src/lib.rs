@@ -27,6 +27,7 @@ pub mod buildenv;
 pub mod cli;
 pub mod cuda;
 pub mod devicecode;
+pub mod dlopen;
 pub mod driver_runpath;
 pub mod elf;
 pub mod error;

@@ -78,6 +78,10 @@ pub struct AuditArgs {
     /// "CUDA Version", e.g. 13.0).
     #[arg(long, value_name = "X.Y", conflicts_with_all = NOT_AUDIT)]
     pub driver_cuda: Option<String>,
+    /// Skip the dlopen pass: no dlopen-* findings, and files that import
+    /// dlopen are not searched for the libraries they load (docs/dlopen.md).
+    #[arg(long, conflicts_with_all = NOT_AUDIT)]
+    pub no_dlopen: bool,
 }
 
 impl AuditArgs {

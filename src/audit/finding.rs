@@ -128,6 +128,18 @@ checks! {
     DriverVerdictUnknown = "driver-verdict-unknown", Warning, "",
         "with a driver given, the tool could not decide whether it runs the file: a static CUDA runtime whose version the file does not say, or a PTX ISA newer than the tool's table",
         "check by hand (cuobjdump -ptx shows .version; the build's cudaPackages set names the runtime), or update the tool";
+    DlopenUnresolved = "dlopen-unresolved", Warning, "library",
+        "a library the file loads with dlopen is found nowhere its dlopen searches (its own RUNPATH, not the program's): the feature fails at run time, often with a misleading message (an error when the dlopen facts table says the library's main job needs it)",
+        "add the providing package (the message names its Nixpkgs attribute) and its lib folder to the file's RUNPATH: auto-add-driver-runpath --dlopen-search DIR (docs/dlopen.md)";
+    DlopenNotFetched = "dlopen-not-fetched", Info, "library",
+        "a dlopen target is searched for in store paths the audit of a cache or NAR did not read, so whether it resolves is unknown",
+        "audit the closure: --substituter URL --closure STORE-PATH";
+    DlopenIncomplete = "dlopen-incomplete", Warning, "",
+        "the file's dlopen targets could not all be read (more soname-shaped strings than the bound, or a .note.dlopen note that is cut or not the documented JSON): some targets were not checked",
+        "check the file by hand (readelf -n, strings); a damaged note is the build's to fix";
+    DlopenResolved = "dlopen-resolved", Info, "library",
+        "a library the file loads with dlopen, and where the loader finds it: facts for a CI to diff, not a problem",
+        "nothing to fix";
 }
 
 impl CheckId {

@@ -23,41 +23,10 @@ use crate::elf::machine::Target;
 use crate::store::mounts::{Located, Mounts};
 
 /// Sonames glibc provides next to its loader.
-pub const C_RUNTIME: &[&str] = &[
-    "libc.so.6",
-    "libm.so.6",
-    "libmvec.so.1",
-    "libpthread.so.0",
-    "libdl.so.2",
-    "librt.so.1",
-    "libutil.so.1",
-    "libresolv.so.2",
-    "libanl.so.1",
-    "libnsl.so.1",
-    "libBrokenLocale.so.1",
-    "libc_malloc_debug.so.0",
-    "ld-linux-x86-64.so.2",
-    "ld-linux-aarch64.so.1",
-    "ld-linux.so.2",
-];
+pub use crate::elf::dynamic::C_RUNTIME;
 
 /// Sonames the GPU driver provides at run time.
-pub const DRIVER: &[&str] = &[
-    "libcuda.so.1",
-    "libcuda.so",
-    "libnvidia-ml.so.1",
-    "libnvcuvid.so.1",
-    "libnvidia-encode.so.1",
-    "libnvidia-opticalflow.so.1",
-    "libnvidia-fbc.so.1",
-    "libnvidia-ptxjitcompiler.so.1",
-    "libnvidia-nvvm.so.4",
-    "libcudadebugger.so.1",
-    "libGLX_nvidia.so.0",
-    "libEGL_nvidia.so.0",
-    "libnvidia-eglcore.so.1",
-    "libnvidia-glcore.so.1",
-];
+pub use crate::cuda::driver::LIBRARIES as DRIVER;
 
 /// Whether the machine, not the package, provides this soname.
 pub fn provided_by_system(name: &str) -> bool {
@@ -136,7 +105,7 @@ enum Candidate {
 
 /// Whether a candidate is one the loader would take.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Usable {
+pub(crate) enum Usable {
     Yes,
     No,
     /// Inside this store path, which was not fetched.
@@ -216,7 +185,7 @@ impl Resolver {
     /// Whether `path` is a file the loader would accept: it exists and, when
     /// a class and machine are given, is an ELF of that class and machine
     /// (the loader skips others and goes on searching).
-    fn usable(&self, path: &Path, target: Option<Target>) -> Usable {
+    pub(crate) fn usable(&self, path: &Path, target: Option<Target>) -> Usable {
         let known = self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
         let kind = known.unwrap_or_else(|| {
             // Without mounts the kernel resolves the path (no extra calls).

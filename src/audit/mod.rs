@@ -11,6 +11,7 @@
 pub mod args;
 pub mod baseline;
 pub mod checks;
+pub mod dlopen;
 pub mod dynamic;
 pub mod failure;
 pub mod finding;
@@ -61,6 +62,9 @@ pub struct Policy {
     /// `--driver-version` / `--driver-cuda`: the driver the files must run
     /// on (runtime and PTX JIT checks, coverage verdicts); `None`: no checks.
     pub driver: Option<crate::cuda::driver::Driver>,
+    /// Find the libraries files load with dlopen and resolve them
+    /// (docs/dlopen.md); off with `--no-dlopen`.
+    pub dlopen: bool,
     /// Library resolution, shared by the files of a run (it remembers what
     /// it has probed).
     pub resolver: std::sync::Arc<crate::audit::linkage::Resolver>,
@@ -92,6 +96,10 @@ pub struct FileFacts {
     /// With a driver given: the CUDA runtime the file needs, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime: Option<runtime::Runtime>,
+    /// For a file that imports dlopen: the libraries it loads and how each
+    /// resolves (docs/dlopen.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dlopen: Option<dlopen::Loads>,
 }
 
 /// Which code covers one requested capability.
@@ -233,12 +241,17 @@ pub fn audit_file_at(local: &Path, path: &Path, shown: &Path, policy: &Policy) -
         damage: examined.read.damage,
         coverage: Vec::new(),
         runtime: None,
+        dlopen: None,
     };
     facts.damage.extend(dev.decode_errors.iter().cloned());
     let mut findings = Vec::new();
     if let Some(d) = &facts.dynamic {
         checks::runpath(path, d, policy, &mut findings);
         checks::needed(path, &d.loader, policy, &mut findings);
+        facts.dlopen = dlopen::resolve(path, &d.loader, examined.loads, policy);
+        if let Some(loads) = &facts.dlopen {
+            checks::dlopen(path, loads, &mut findings);
+        }
     }
     if policy.driver.is_some() {
         let device = has_device.then_some(&dev);
@@ -268,6 +281,8 @@ struct Examined {
     note_sections: Vec<(u64, u64)>,
     /// Loader facts, for a host ELF file.
     host: Option<dynamic::HostFacts>,
+    /// Its dlopen targets (empty unless it imports dlopen and the pass is on).
+    loads: crate::dlopen::Scan,
 }
 
 /// Reads a file's device code and, for a host ELF file, its loader facts,
@@ -288,7 +303,8 @@ fn examine(
     if !data.starts_with(b"\x7fELF") || crate::fatbin::cubin::is_cubin(data) {
         let object = host::parse_with(data, &mut |p| release(p)).map_err(|e| e.to_string())?;
         let (format, read) = (object.format(), read(&object));
-        return Ok(Examined { format, read, note_sections: Vec::new(), host: None });
+        let loads = crate::dlopen::Scan::default();
+        return Ok(Examined { format, read, note_sections: Vec::new(), host: None, loads });
     }
     let HostElf { elf, segments, sections } = HostElf::parse(data, 0).map_err(|e| e.to_string())?;
     let device_code = sections.has_device_code();
@@ -298,10 +314,17 @@ fn examine(
     };
     let (read, host) = rayon::join(
         || read(&Object::Elf(sections.read(&mut |p| release(p)))),
-        || dynamic::facts(&elf, segments.as_ref(), device_code, release),
+        || {
+            let host = dynamic::facts(&elf, segments.as_ref(), device_code, release)?;
+            let loads = match policy.dlopen {
+                true => dlopen::scan(&elf, &host.loader, local, release),
+                false => crate::dlopen::Scan::default(),
+            };
+            Ok::<_, crate::elf::ElfError>((host, loads))
+        },
     );
-    let host = host.map_err(|e| e.to_string())?;
-    Ok(Examined { format: "elf", read, note_sections, host: Some(host) })
+    let (host, loads) = host.map_err(|e| e.to_string())?;
+    Ok(Examined { format: "elf", read, note_sections, host: Some(host), loads })
 }
 
 /// nvcc's toolkit note in a host ELF file's fatbin sections (`(offset,

@@ -33,6 +33,8 @@ pub struct Checks {
     pub sysroot: Option<PathBuf>,
     /// The driver the files must run on, if given.
     pub driver: Option<Driver>,
+    /// Run the dlopen pass (not `--no-dlopen`).
+    pub dlopen: bool,
 }
 
 impl Checks {
@@ -49,6 +51,7 @@ impl Checks {
             sysroot: self.sysroot,
             scan,
             driver: self.driver,
+            dlopen: self.dlopen,
             resolver,
         }
     }
@@ -119,6 +122,7 @@ pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> 
         build_dirs: build_dirs(env),
         system_lib_dirs: flags.system_lib_dirs,
         sysroot: flags.sysroot.clone(),
+        dlopen: !flags.no_dlopen,
     })
 }
 

@@ -15,6 +15,26 @@ use std::fmt;
 
 use crate::cuda::capabilities::CudaVersion;
 
+/// Sonames the GPU driver provides at run time (NixOS links them into
+/// /run/opengl-driver/lib): the audit counts them as resolved, for NEEDED
+/// entries and dlopen targets alike.
+pub const LIBRARIES: &[&str] = &[
+    "libcuda.so.1",
+    "libcuda.so",
+    "libnvidia-ml.so.1",
+    "libnvcuvid.so.1",
+    "libnvidia-encode.so.1",
+    "libnvidia-opticalflow.so.1",
+    "libnvidia-fbc.so.1",
+    "libnvidia-ptxjitcompiler.so.1",
+    "libnvidia-nvvm.so.4",
+    "libcudadebugger.so.1",
+    "libGLX_nvidia.so.0",
+    "libEGL_nvidia.so.0",
+    "libnvidia-eglcore.so.1",
+    "libnvidia-glcore.so.1",
+];
+
 const TABLE_TEXT: &str = include_str!("driver.tsv");
 
 /// A driver as the user names it: `580.95.05` (the version `nvidia-smi`

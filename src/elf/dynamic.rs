@@ -12,6 +12,25 @@ use super::{
     PT_DYNAMIC, PT_INTERP,
 };
 
+/// Sonames glibc provides next to its loader.
+pub const C_RUNTIME: &[&str] = &[
+    "libc.so.6",
+    "libm.so.6",
+    "libmvec.so.1",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libutil.so.1",
+    "libresolv.so.2",
+    "libanl.so.1",
+    "libnsl.so.1",
+    "libBrokenLocale.so.1",
+    "libc_malloc_debug.so.0",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+    "ld-linux.so.2",
+];
+
 /// What kind of file the loader sees.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

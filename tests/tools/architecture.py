@@ -37,6 +37,7 @@ LAYERS = {
     "store": 3,
     "cuda": 3,
     "devicecode": 4,
+    "dlopen": 4,
     # Engines: one per job of the three binaries.
     "symlinks": 5,
     "driver_runpath": 5,

@@ -39,6 +39,12 @@ sets=(
   "deb-ppc64el|deb:ppc64el|zlib1g libzstd1 libffi8 libgomp1 libssl3 libstdc++6"
   "deb-s390x|deb:s390x|zlib1g libzstd1 libffi8 libgomp1 libssl3 libstdc++6"
   "cudnn|nvidia-cudnn-cu12==9.28.0.42|*/libcudnn_ext.so.9"
+  # issue 21 (dlopen): the libraries the GPU run of tests/gpu/dlopen_workloads.py
+  # watched load others, at the versions it ran (cuDNN 9.19.0.56, NCCL 2.28.9,
+  # NVRTC 13.0.88: /work/gt/libs.txt of that run, kept in tests/data/dlopen-observed.tsv)
+  "cudnn-full|nvidia-cudnn-cu13==9.19.0.56|*/libcudnn.so.9 */libcudnn_graph.so.9 */libcudnn_heuristic.so.9 */libcudnn_engines_runtime_compiled.so.9"
+  "nvrtc13|nvidia-cuda-nvrtc==13.0.88|*/libnvrtc.so.13 */libnvrtc-builtins.so.13.0"
+  "nccl|nvidia-nccl-cu13==2.28.9|*/libnccl.so.2"
 )
 wanted=("$@")
 ((${#wanted[@]})) || wanted=(curand12 curand13 cupy cufft)

@@ -3,6 +3,7 @@
 //! facts only; reading files happens in [`super::audit_file`].
 
 mod coverage;
+mod dlopen;
 mod driver;
 mod needed;
 mod runpath;
@@ -10,6 +11,7 @@ mod runpath;
 mod tests;
 
 pub use coverage::{capabilities, jetson, scan_coverage};
+pub use dlopen::dlopen;
 pub use driver::{driver, isa_of, mixed_cudart, verdict};
 pub use needed::needed;
 pub use runpath::runpath;

@@ -34,6 +34,7 @@ fn policy(caps: Option<&str>, forward_compat: bool) -> Policy {
         scan: false,
         sysroot: None,
         driver: None,
+        dlopen: true,
         resolver: Default::default(),
     }
 }

@@ -1,0 +1,88 @@
+//! Libraries loaded with dlopen (docs/dlopen.md): the rows
+//! `dlopen-unresolved`, `dlopen-not-fetched`, `dlopen-incomplete` and
+//! `dlopen-resolved` of the checks table. A file that imports no dlopen
+//! has no [`Loads`] and gets no finding.
+
+use std::path::Path;
+
+use crate::audit::dlopen::Loads;
+use crate::audit::finding::{CheckId, Finding, Severity, Subject};
+use crate::dlopen::{provider, Need, Resolved, Via};
+
+/// The findings of one file's dlopen targets.
+pub fn dlopen(path: &Path, loads: &Loads, out: &mut Vec<Finding>) {
+    for p in &loads.problems {
+        out.push(Finding::new(CheckId::DlopenIncomplete, path, p.describe()));
+    }
+    for load in &loads.targets {
+        let t = &load.target;
+        let name = &t.soname;
+        let asked = if t.asked.len() > 1 || t.asked[0] != *name {
+            format!(" (asked as {})", t.asked.join(", then "))
+        } else {
+            String::new()
+        };
+        let place = t.origin.describe();
+        let subject = Subject::Library(name.clone());
+        let finding = match &load.resolved {
+            Resolved::Found { name: found, path: at, via } => {
+                let how = match (via, at) {
+                    (Via::Loaded, _) => {
+                        "already loaded with the file (its NEEDED closure)".to_string()
+                    }
+                    (Via::System, _) => {
+                        "provided by the machine (GPU driver or C library)".to_string()
+                    }
+                    (Via::Runpath(e), Some(p)) => {
+                        format!("at {} through RUNPATH entry {e}", p.display())
+                    }
+                    (Via::Rpath(e), Some(p)) => {
+                        format!("at {} through RPATH entry {e}", p.display())
+                    }
+                    (_, Some(p)) => format!("at {} in the loader's default folders", p.display()),
+                    (_, None) => "found".to_string(),
+                };
+                Finding::new(
+                    CheckId::DlopenResolved,
+                    path,
+                    format!("dlopens {name}{asked}, named at {place}: {found} resolves {how}"),
+                )
+            }
+            Resolved::Missing { searched } => {
+                let list: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
+                let searched = if list.is_empty() {
+                    "nothing: the file has no RUNPATH or RPATH and the loader's default folders do not apply".to_string()
+                } else {
+                    list.join(":")
+                };
+                let fix = match provider(t.asked.first().unwrap_or(name)) {
+                    Some(p) => format!("; {name} is in {}: add its lib folder to this file's RUNPATH (auto-add-driver-runpath --dlopen-search DIR)", p.attribute),
+                    None => "; add the folder that holds it to this file's RUNPATH (auto-add-driver-runpath --dlopen-search DIR)".to_string(),
+                };
+                let need = match t.need {
+                    Need::Needed => "needed",
+                    Need::Optional => "optional",
+                };
+                let mut f = Finding::new(
+                    CheckId::DlopenUnresolved,
+                    path,
+                    format!("dlopens {name}{asked} ({need}, named at {place}), found nowhere (searched {searched}){fix}"),
+                );
+                if t.need == Need::Needed {
+                    f.severity = Severity::Error;
+                }
+                f
+            }
+            Resolved::Unfetched { store_paths } => {
+                let list: Vec<String> =
+                    store_paths.iter().map(|p| p.display().to_string()).collect();
+                Finding::new(
+                    CheckId::DlopenNotFetched,
+                    path,
+                    format!("dlopens {name}{asked} (named at {place}), which may be in store paths this audit did not read ({}): audit the closure (--substituter URL --closure) to decide", list.join(", ")),
+                )
+            }
+        };
+        out.push(finding.about(subject));
+    }
+}

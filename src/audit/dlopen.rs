@@ -1,0 +1,132 @@
+//! The audit's dlopen pass (docs/dlopen.md): the libraries a host ELF file
+//! loads with `dlopen` ([`crate::dlopen::scan`], run beside the loader facts
+//! on the file's one parse), each resolved from the file as glibc would
+//! ([`crate::dlopen::resolve`]) through the run's [`Resolver`], so that
+//! trees, NARs and caches resolve alike. Off with `--no-dlopen`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::linkage::{sysroot_lib_dirs, Resolver};
+use super::Policy;
+use crate::dlopen::{self, Caller, Import, Origin, Probe, Probed, Problem, Resolved, Scan, Target};
+use crate::elf::dynamic::DynamicFacts;
+use crate::elf::machine::Target as Machine;
+use crate::store::mounts::Located;
+
+/// What the audit reports of a file's dlopen targets (in the JSON facts).
+#[derive(Debug, Clone, Serialize)]
+pub struct Loads {
+    /// The loader entry point the file imports.
+    pub imports: Import,
+    /// Each target and how it resolved.
+    pub targets: Vec<Load>,
+    /// printf-style names no table row expands (computed at run time).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub patterns: Vec<(String, Origin)>,
+    /// What the scan could not read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<Problem>,
+}
+
+/// One target and its resolution.
+#[derive(Debug, Clone, Serialize)]
+pub struct Load {
+    /// The target.
+    #[serde(flatten)]
+    pub target: Target,
+    /// How it resolved.
+    pub resolved: Resolved,
+}
+
+impl Probe for Resolver {
+    fn probe(&self, path: &Path, target: Machine) -> Probed {
+        match self.usable(path, Some(target)) {
+            super::linkage::Usable::Yes => Probed::Usable,
+            super::linkage::Usable::No => Probed::Unusable,
+            super::linkage::Usable::Unknown(p) => Probed::Unfetched(p),
+        }
+    }
+
+    fn facts(&self, path: &Path) -> Option<DynamicFacts> {
+        let local = if self.mounts().is_empty() {
+            path.to_path_buf()
+        } else {
+            match self.mounts().locate(path) {
+                Located::Local(local) => local,
+                _ => return None,
+            }
+        };
+        dlopen::resolve::facts_of(&local)
+    }
+}
+
+/// Scans a parsed host file (see [`crate::dlopen::scan`]); `local` names
+/// the bytes' file, whose name may carry the full version.
+pub fn scan(
+    elf: &crate::elf::Elf<'_>,
+    loader: &DynamicFacts,
+    local: &Path,
+    release: &dyn Fn(&[u8]),
+) -> Scan {
+    if !loader.dynamic {
+        return Scan::default();
+    }
+    let name = local.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    dlopen::scan(elf, loader.soname.as_deref(), dlopen::version_of_file_name(&name), release)
+}
+
+/// The loader's default folders for `path`: the interpreter's folder (a
+/// Nix glibc searches its own), then the machine's folders where they
+/// apply, as for NEEDED entries (see [`super::checks::needed`]).
+fn default_dirs(path: &Path, d: &DynamicFacts, policy: &Policy) -> Vec<PathBuf> {
+    let target = d.target();
+    let foreign = !target.is_build_machine();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(i) = d.interpreter.as_deref().map(Path::new) {
+        let interp = if foreign && !i.starts_with(&policy.store_dir) {
+            policy.sysroot.as_deref().map(|r| r.join(i.strip_prefix("/").unwrap_or(i)))
+        } else {
+            Some(i.to_path_buf())
+        };
+        dirs.extend(interp.and_then(|i| i.parent().map(Path::to_path_buf)));
+    }
+    if foreign {
+        if let Some(root) = &policy.sysroot {
+            dirs.extend(sysroot_lib_dirs(root, target));
+        }
+    } else if policy.system_lib_dirs || !policy.resolver.in_store(path, &policy.store_dir) {
+        dirs.extend(policy.resolver.system_lib_dirs().iter().cloned());
+    }
+    dirs
+}
+
+/// Resolves every target of `scan` from the file at `path` (its logical
+/// real path). The NEEDED closure is read only when a target is not found
+/// by the search itself: most are, and the closure costs a parse per
+/// library.
+pub fn resolve(path: &Path, d: &DynamicFacts, scan: Scan, policy: &Policy) -> Option<Loads> {
+    let imports = scan.imports?;
+    let dirs = default_dirs(path, d, policy);
+    let probe: &Resolver = &policy.resolver;
+    let mut caller = Caller { path, facts: d, default_dirs: &dirs, loaded: &[] };
+    let mut resolved: Vec<Resolved> =
+        scan.targets.iter().map(|t| dlopen::resolve(t, &caller, probe)).collect();
+    if resolved.iter().any(|r| !matches!(r, Resolved::Found { .. })) {
+        let loaded = dlopen::needed_closure(&caller, probe);
+        caller.loaded = &loaded;
+        for (r, t) in resolved.iter_mut().zip(&scan.targets) {
+            if !matches!(r, Resolved::Found { .. }) {
+                *r = dlopen::resolve(t, &caller, probe);
+            }
+        }
+    }
+    let targets = scan
+        .targets
+        .into_iter()
+        .zip(resolved)
+        .map(|(target, resolved)| Load { target, resolved })
+        .collect();
+    Some(Loads { imports, targets, patterns: scan.patterns, problems: scan.problems })
+}

@@ -1,0 +1,204 @@
+//! Soname-shaped strings in a file's read-only data: what a literal
+//! `dlopen("libfoo.so.1", ...)` leaves behind.
+//!
+//! Only allocated, read-only, non-executable PROGBITS sections are read
+//! (`.rodata` and its kin), never `.dynstr` (NEEDED and SONAME are not
+//! dlopen), `.interp` (the loader's own name) or device code (`.nv_fatbin`:
+//! cuBLASLt's is 500 MB of GPU code). Each section is searched with
+//! `memmem` for `.so`, and each hit grown backwards and forwards over the
+//! characters a file name may hold. A hit is kept when:
+//! - what follows `.so` is nothing or `.N[.N...]`, then a NUL (so `libfoo.so:
+//!   cannot open` in a message is no name);
+//! - the name has no `/` (a path is opened as given, never searched) and
+//!   starts with a letter, digit or `_` (a merged string's tail, as in
+//!   `failed to load libfoo.so`, still counts: the linker shares such tails);
+//! - a name holding `lib` starts there (binary bytes before a string that
+//!   follows them without a NUL are no part of it); one without `lib`
+//!   (`pam_unix.so`) must be a whole string, NUL before it;
+//! - a `%` is a printf conversion (`libnvrtc.so.%d`): kept as a pattern.
+
+use super::{Origin, Problem, MAX_TARGETS};
+use crate::elf::{Elf, SHF_ALLOC, SHF_EXECINSTR};
+
+/// SHT_PROGBITS.
+const SHT_PROGBITS: u32 = 1;
+/// SHF_WRITE.
+const SHF_WRITE: u64 = 1;
+/// The longest name considered: longer runs are not file names.
+const MAX_NAME: usize = 255;
+
+/// Read-only PROGBITS sections that never hold a dlopen argument.
+const SKIP: &[&[u8]] = &[
+    b".interp",
+    b".eh_frame",
+    b".eh_frame_hdr",
+    b".gcc_except_table",
+    b".nv_fatbin",
+    b"__nv_relfatbin",
+    b".nvFatBinSegment",
+    b".gnu_debugdata",
+];
+
+/// Whether `b` may be part of a library's file name (printf's `%` too).
+fn name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+' | b'.' | b'%')
+}
+
+/// The read-only data sections worth searching: `(name, file offset, bytes)`.
+pub fn sections<'a>(elf: &Elf<'a>) -> Vec<(String, &'a [u8])> {
+    elf.shdrs
+        .iter()
+        .filter(|s| {
+            s.sh_type == SHT_PROGBITS
+                && s.flags & SHF_ALLOC != 0
+                && s.flags & (SHF_WRITE | SHF_EXECINSTR) == 0
+        })
+        .filter_map(|s| {
+            let name = elf.section_name(s).unwrap_or_default();
+            if SKIP.contains(&name) || name.starts_with(b".note") {
+                return None;
+            }
+            let bytes = elf.slice(s.offset, s.size, "section").ok()?;
+            Some((String::from_utf8_lossy(name).into_owned(), bytes))
+        })
+        .collect()
+}
+
+/// Every soname-shaped string, each distinct name once (its first place),
+/// at most [`MAX_TARGETS`]: past that, a [`Problem::TooManyNames`].
+pub fn find(
+    elf: &Elf<'_>,
+    problems: &mut Vec<Problem>,
+    release: &dyn Fn(&[u8]),
+) -> Vec<(String, Origin)> {
+    let mut out: Vec<(String, Origin)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let finder = memchr::memmem::Finder::new(b".so");
+    for (section, bytes) in sections(elf) {
+        let mut stopped = None;
+        for at in finder.find_iter(bytes) {
+            let Some((start, name)) = name_at(bytes, at) else { continue };
+            if seen.contains(name) {
+                continue;
+            }
+            if seen.len() >= MAX_TARGETS {
+                stopped = Some(start as u64);
+                break;
+            }
+            let name = String::from_utf8_lossy(name).into_owned();
+            seen.insert(name.clone().into_bytes());
+            out.push((name, Origin::Section { section: section.clone(), offset: start as u64 }));
+        }
+        release(bytes);
+        if let Some(offset) = stopped {
+            problems.push(Problem::TooManyNames { limit: MAX_TARGETS, section, offset });
+            break;
+        }
+    }
+    out
+}
+
+/// The name around the `.so` at `at`, if it is soname-shaped: its start
+/// offset and bytes.
+pub fn name_at(bytes: &[u8], at: usize) -> Option<(usize, &[u8])> {
+    // Forwards: `.so`, then `.N` groups or `.%d`, then NUL.
+    let mut end = at + 3;
+    loop {
+        match bytes.get(end) {
+            Some(0) => break,
+            Some(b'.') => {
+                let group = end + 1;
+                let mut e = group;
+                while bytes.get(e).is_some_and(u8::is_ascii_digit) {
+                    e += 1;
+                }
+                if e == group && bytes.get(e) == Some(&b'%') {
+                    e = conversion(bytes, e)?;
+                }
+                if e == group {
+                    return None;
+                }
+                end = e;
+            }
+            _ => return None,
+        }
+        if end - at > MAX_NAME {
+            return None;
+        }
+    }
+    // Backwards over name bytes.
+    let mut start = at;
+    while start > 0 && name_byte(bytes[start - 1]) && at - (start - 1) <= MAX_NAME {
+        start -= 1;
+    }
+    if start > 0 && (name_byte(bytes[start - 1]) || bytes[start - 1] == b'/') {
+        return None; // longer than any file name, or a path
+    }
+    // Binary bytes may run into a string that follows without a NUL
+    // (NCCL: `4Blibmlx5.so`): a name that holds `lib` starts there; one
+    // without (`pam_unix.so`) must be a whole string.
+    match memchr::memmem::find(&bytes[start..at], b"lib") {
+        Some(lib) => start += lib,
+        None if start > 0 && bytes[start - 1] != 0 => return None,
+        None => {}
+    }
+    let name = &bytes[start..end];
+    let first = *name.first()?;
+    if !(first.is_ascii_alphanumeric() || first == b'_') || at == start {
+        return None;
+    }
+    // A `%` must be a conversion everywhere in the name.
+    let mut i = 0;
+    while i < name.len() {
+        if name[i] == b'%' {
+            i = conversion(name, i)?;
+        } else {
+            i += 1;
+        }
+    }
+    Some((start, name))
+}
+
+/// The end of the printf conversion at `at` (`%d`, `%u`, `%s`, `%i`, with
+/// an optional `l`), or `None`.
+fn conversion(bytes: &[u8], at: usize) -> Option<usize> {
+    let mut i = at + 1;
+    if bytes.get(i) == Some(&b'l') {
+        i += 1;
+    }
+    matches!(bytes.get(i), Some(b'd' | b'u' | b's' | b'i')).then_some(i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_at;
+
+    fn names(data: &[u8]) -> Vec<String> {
+        memchr::memmem::find_iter(data, b".so")
+            .filter_map(|at| name_at(data, at))
+            .map(|(_, n)| String::from_utf8_lossy(n).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn sonames_versions_and_patterns() {
+        let data = b"\0libcudnn_graph.so\0libnvrtc.so.%d\0libnvrtc-builtins.so.12.9\0x\0";
+        assert_eq!(
+            names(data),
+            ["libcudnn_graph.so", "libnvrtc.so.%d", "libnvrtc-builtins.so.12.9"]
+        );
+    }
+
+    #[test]
+    fn messages_paths_and_fragments_are_not_names() {
+        let data = b"\0cannot open libfoo.so: %s\0/usr/lib/libx.so\0.so\0libbar.so.\0a.socket\0";
+        assert_eq!(names(data), Vec::<String>::new());
+        // A merged tail of a message still names the library.
+        assert_eq!(names(b"failed to load libz.so.1\0"), ["libz.so.1"]);
+        assert_eq!(
+            names(b"\x014Blibmlx5.so\0\0pam_unix.so\0x pam_x.so\0"),
+            ["libmlx5.so", "pam_unix.so"]
+        );
+        assert_eq!(names(b"libq.so.%x\0"), Vec::<String>::new());
+    }
+}
