@@ -32,7 +32,8 @@ struct Machine {
 }
 
 const NATIVE: Machine = Machine { name: "x86_64", triple: None, qemu: "" };
-const AARCH64: Machine = Machine { name: "aarch64", triple: Some("aarch64-linux-gnu"), qemu: "aarch64" };
+const AARCH64: Machine =
+    Machine { name: "aarch64", triple: Some("aarch64-linux-gnu"), qemu: "aarch64" };
 const ARMHF: Machine = Machine { name: "armv7l", triple: Some("arm-linux-gnueabihf"), qemu: "arm" };
 const S390X: Machine = Machine { name: "s390x", triple: Some("s390x-linux-gnu"), qemu: "s390x" };
 
@@ -44,19 +45,27 @@ impl Machine {
         }
     }
 
-    /// Runs `prog` (relative to `dir`) with `LD_DEBUG=files` and `env`.
+    /// Runs `prog` (relative to `dir`) with `LD_DEBUG=files` and `env` for
+    /// its loader: under qemu the variables go to the guest (`-E`), not to
+    /// qemu's own (host) loader.
     fn run(&self, dir: &Path, prog: &str, env: &[(&str, &str)]) -> Output {
+        let mut vars = vec![("LD_DEBUG", "files")];
+        vars.extend_from_slice(env);
         let mut cmd = match self.triple {
             Some(t) => {
                 let mut c = Command::new(tool(&format!("qemu-{}", self.qemu)));
-                c.arg(prog).env("QEMU_LD_PREFIX", format!("/usr/{t}"));
+                c.env("QEMU_LD_PREFIX", format!("/usr/{t}"));
+                for (k, v) in &vars {
+                    c.arg("-E").arg(format!("{k}={v}"));
+                }
+                c.arg(prog);
                 c
             }
             None => Command::new(dir.join(prog)),
         };
-        cmd.current_dir(dir).env_remove("LD_LIBRARY_PATH").env("LD_DEBUG", "files");
-        for (k, v) in env {
-            cmd.env(k, v);
+        cmd.current_dir(dir).env_remove("LD_LIBRARY_PATH").env_remove("LD_DEBUG");
+        if self.triple.is_none() {
+            cmd.envs(vars.iter().copied());
         }
         cmd.output().unwrap()
     }
@@ -64,7 +73,12 @@ impl Machine {
     /// The search path as this machine's readelf shows it (no warning).
     fn search_path(&self, file: &Path) -> Option<(String, String)> {
         let out = Command::new(self.tool("readelf")).arg("-dW").arg(file).output().unwrap();
-        assert!(out.status.success() && out.stderr.is_empty(), "{}: {}", file.display(), text(&out));
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "{}: {}",
+            file.display(),
+            text(&out)
+        );
         let stdout = String::from_utf8(out.stdout).unwrap();
         stdout.lines().find_map(|line| {
             ["RUNPATH", "RPATH"].iter().find(|t| line.contains(&format!("({t})"))).map(|t| {
@@ -177,7 +191,8 @@ fn split_tree(m: &Machine, decoy: &Machine) {
 
     // Unpatched: every dlopen is tried and fails.
     for (prog, _) in WORKS {
-        let out = m.run(dir, prog, &[]);
+        let prog = format!("out/{prog}");
+        let out = m.run(dir, &prog, &[]);
         assert_eq!(out.status.code(), Some(3), "{}: {prog} unpatched: {}", m.name, text(&out));
         assert!(String::from_utf8_lossy(&out.stderr).contains("dlopen failed"), "{}", text(&out));
         assert!(!loaded_by(&out).is_empty(), "{}: {prog}: no LD_DEBUG line", m.name);
@@ -198,18 +213,28 @@ fn split_tree(m: &Machine, decoy: &Machine) {
         let f = file_report(&v, file);
         let added = f["dlopen"]["added"].as_array().unwrap_or_else(|| panic!("{}: {f}", m.name));
         assert_eq!(added.len(), 1, "{}: {f}", m.name);
-        assert_eq!(added[0]["folder"], dep_s.as_str(), "{}: the decoy's machine is skipped: {f}", m.name);
+        assert_eq!(
+            added[0]["folder"],
+            dep_s.as_str(),
+            "{}: the decoy's machine is skipped: {f}",
+            m.name
+        );
         let got: Vec<(String, Vec<String>)> = added[0]["serves"]
             .as_array()
             .unwrap()
             .iter()
             .map(|s| {
                 let files = s["files"].as_array().unwrap();
-                (s["soname"].as_str().unwrap().into(), files.iter().map(|x| x.as_str().unwrap().into()).collect())
+                (
+                    s["soname"].as_str().unwrap().into(),
+                    files.iter().map(|x| x.as_str().unwrap().into()).collect(),
+                )
             })
             .collect();
-        let want: Vec<(String, Vec<String>)> =
-            served.iter().map(|(s, f)| (s.to_string(), f.iter().map(|x| x.to_string()).collect())).collect();
+        let want: Vec<(String, Vec<String>)> = served
+            .iter()
+            .map(|(s, f)| (s.to_string(), f.iter().map(|x| x.to_string()).collect()))
+            .collect();
         assert_eq!(got, want, "{}: {file}", m.name);
         assert_eq!(f["new"], format!("/run/opengl-driver/lib:{dep_s}"), "{}: {file}", m.name);
     }
@@ -224,7 +249,8 @@ fn split_tree(m: &Machine, decoy: &Machine) {
     assert_eq!(code, Some(0));
     for (file, _) in &expect_served {
         let p = dir.join("ref").join(file);
-        let o = Command::new(tool("patchelf")).arg("--add-rpath").arg(&dep).arg(&p).output().unwrap();
+        let o =
+            Command::new(tool("patchelf")).arg("--add-rpath").arg(&dep).arg(&p).output().unwrap();
         assert!(o.status.success(), "{}", text(&o));
     }
 
@@ -234,7 +260,12 @@ fn split_tree(m: &Machine, decoy: &Machine) {
     for (file, _) in &expect_served {
         let ours = m.search_path(&dir.join("out").join(file));
         assert_eq!(ours, Some(("RUNPATH".into(), format!("/run/opengl-driver/lib:{dep_s}"))));
-        assert_eq!(ours, m.search_path(&dir.join("ref").join(file)), "{}: {file}: patchelf differs", m.name);
+        assert_eq!(
+            ours,
+            m.search_path(&dir.join("ref").join(file)),
+            "{}: {file}: patchelf differs",
+            m.name
+        );
     }
     let mode = std::fs::metadata(dir.join("out/bin/note")).unwrap().permissions().mode();
     assert_eq!(mode & 0o7777, 0o750, "mode kept");

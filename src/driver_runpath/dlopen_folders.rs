@@ -18,8 +18,10 @@
 //! printf-style name the detection could not expand (`libplug%d.so`, built
 //! at run time) is matched against the folders' file names: the first
 //! folder holding a matching library that does not already resolve is
-//! needed too. Folders are appended in the order `--dlopen-search` gave
-//! them, each once, whatever order the names came in.
+//! needed too, when the pattern names something before its first
+//! conversion (`lib%s.so` would match every library and picks nothing).
+//! Folders are appended in the order `--dlopen-search` gave them, each
+//! once, whatever order the names came in.
 
 use std::path::Path;
 
@@ -124,11 +126,12 @@ pub(super) fn folders_for(
             None => out.not_found.push(t.soname.clone()),
         }
     }
-    for (pattern, origin) in &scan.patterns {
+    for (pattern, origin) in scan.patterns.iter().filter(|(p, _)| specific(p)) {
         let matched = (0..search.len()).find_map(|i| {
             let files: Vec<String> = search
                 .matching(i, machine, |n| search::printf_matches(pattern.as_bytes(), n))
                 .into_iter()
+                .filter(|n| !needs.iter().any(|(_, s)| s.files.contains(n)))
                 .filter(|n| !lookup.resolves_name(n))
                 .collect();
             (!files.is_empty()).then_some((i, files))
@@ -152,6 +155,15 @@ pub(super) fn folders_for(
     }
     report.dlopen = Some(out);
     Ok(entries)
+}
+
+/// Whether a printf pattern says enough to pick a folder by: text after
+/// `lib` before its first conversion (`libplug%d.so`, `libnvrtc.so.%d`,
+/// `libgomp-plugin-%s.so.1`). `lib%s.so` or `lib%s%s.so.%d` match about
+/// every library, so they pick nothing.
+fn specific(pattern: &str) -> bool {
+    let head = pattern.split('%').next().unwrap_or("");
+    head.strip_prefix("lib").is_some_and(|rest| !rest.is_empty())
 }
 
 /// The file as a `dlopen` caller, with its NEEDED closure computed once.

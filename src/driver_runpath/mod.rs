@@ -45,11 +45,11 @@ pub mod report;
 pub mod search;
 mod write;
 
+pub use dlopen_folders::{AddedFolder, DlopenReport, Served};
 pub use plan::{
     check_driver_link, driver_entry, folder_entry, Config, Driver, DriverRule, NIXOS_DRIVER_LINK,
     NIXOS_DRIVER_LINK_32,
 };
-pub use dlopen_folders::{AddedFolder, DlopenReport, Served};
 pub use report::{Action, ErrorKind, FileReport, RunReport, Summary, WalkEvent};
 
 /// Why processing one file failed.

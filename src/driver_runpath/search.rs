@@ -177,7 +177,8 @@ fn list(dir: &Path) -> Result<HashSet<OsString>, PathError> {
         ));
     }
     let mut names = HashSet::new();
-    let entries = std::fs::read_dir(dir).map_err(|e| PathError::during(dir, "--dlopen-search", e))?;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| PathError::during(dir, "--dlopen-search", e))?;
     for entry in entries {
         let entry = entry.map_err(|e| PathError::during(dir, "--dlopen-search", e))?;
         let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
@@ -259,7 +260,8 @@ mod tests {
         std::fs::write(lib.join("libwrong.so"), &other).unwrap();
         std::os::unix::fs::symlink("libplug.so.1", lib.join("libplug.so")).unwrap();
 
-        let s = SearchFolders::open(&[lib.clone(), PathBuf::from(format!("{}/", lib.display()))]).unwrap();
+        let s = SearchFolders::open(&[lib.clone(), PathBuf::from(format!("{}/", lib.display()))])
+            .unwrap();
         assert_eq!(s.len(), 1, "a repeated folder is listed once");
         assert_eq!(s.find("libplug.so.1", own), Some(0));
         assert_eq!(s.find("libplug.so", own), Some(0), "a link is followed");

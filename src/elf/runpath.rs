@@ -271,13 +271,19 @@ mod tests {
         // The driver entry present (a compat folder before it): only the
         // missing folder is appended, nothing moves.
         let cur = b"/compat:/run/opengl-driver/lib:/x";
-        assert_eq!(set(plan(Some((cur, Tag::Runpath)), &o)).0, format!("{}:/s/a:/s/b", "/compat:/run/opengl-driver/lib:/x"));
+        assert_eq!(
+            set(plan(Some((cur, Tag::Runpath)), &o)).0,
+            format!("{}:/s/a:/s/b", "/compat:/run/opengl-driver/lib:/x")
+        );
         // Everything present: left alone, whatever the order.
         let cur = b"/s/b:/run/opengl-driver/lib:/s/a";
         assert_eq!(plan(Some((cur, Tag::Runpath)), &o), Plan::Unchanged);
         // With the compat folder: compat, driver, old, appended.
         let c = Options { compat_entry: Some(b"/c".to_vec()), ..o.clone() };
-        assert_eq!(set(plan(Some((b"/x", Tag::Runpath)), &c)).0, "/c:/run/opengl-driver/lib:/x:/s/a:/s/b");
+        assert_eq!(
+            set(plan(Some((b"/x", Tag::Runpath)), &c)).0,
+            "/c:/run/opengl-driver/lib:/x:/s/a:/s/b"
+        );
         let done = b"/c:/run/opengl-driver/lib:/x:/s/a:/s/b";
         assert_eq!(plan(Some((done, Tag::Runpath)), &c), Plan::Unchanged);
         // An appended folder equal to the driver entry is not repeated.
