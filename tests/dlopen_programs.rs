@@ -408,3 +408,156 @@ fn a_dlopen_search_folder_that_cannot_be_one_is_an_error_before_any_write() {
         assert!(snap == snapshot(&dir.join("out")), "{arg}: a file was written");
     }
 }
+
+/// The tree a corpus set was unpacked into, and the folder of `file` in it.
+fn corpus_file(set: &str, file: &str) -> PathBuf {
+    let out =
+        Command::new("bash").arg(root().join("tests/tools/corpus.sh")).arg(set).output().unwrap();
+    assert!(out.status.success(), "corpus.sh {set}: {}", String::from_utf8_lossy(&out.stderr));
+    let list = String::from_utf8(out.stdout).unwrap();
+    let found = list.lines().find(|l| l.ends_with(&format!("/{file}")));
+    PathBuf::from(found.unwrap_or_else(|| panic!("corpus.sh {set}: no {file} in:\n{list}")))
+}
+
+/// NVIDIA's NVRTC (nvidia-cuda-nvrtc 13.0.88, a real wheel) split as a
+/// Nix tree could split it: `libnvrtc.so.13` in one folder, its builtins
+/// library in another. NVRTC compiles on the CPU, so the loader is the
+/// oracle here: the compile fails at the dlopen of the builtins, the audit
+/// flags it, `--dlopen-search` adds the builtins' folder to libnvrtc's
+/// RUNPATH (the caller's, not the program's), and the compile then works.
+#[test]
+fn nvrtc_split_from_its_builtins_fails_then_compiles_after_the_fix() {
+    let nvrtc = corpus_file("nvrtc13", "libnvrtc.so.13");
+    let builtins = corpus_file("nvrtc13", "libnvrtc-builtins.so.13.0");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p nvrtc/lib builtins/lib bin
+             cp {} nvrtc/lib/ && cp {} builtins/lib/
+             gcc -o bin/compile {} nvrtc/lib/libnvrtc.so.13 -Wl,-rpath,{dir}/nvrtc/lib",
+            nvrtc.display(),
+            builtins.display(),
+            root().join("fixtures/dlopen/nvrtc.c").display(),
+            dir = dir.display()
+        ),
+    );
+    let before = NATIVE.run(dir, "bin/compile", &[]);
+    assert_eq!(before.status.code(), Some(3), "{}", text(&before));
+    assert_eq!(
+        String::from_utf8_lossy(&before.stdout),
+        "compile: NVRTC_ERROR_BUILTIN_OPERATION_FAILURE\n"
+    );
+    let lines = observed(&loaded_by(&before));
+    assert!(
+        lines.contains(&("libnvrtc.so.13".into(), "libnvrtc-builtins.so.13.0".into())),
+        "{lines:?}"
+    );
+    let flagged = audit_dlopen(dir, "nvrtc");
+    assert!(
+        flagged.contains(&(
+            "dlopen-unresolved".into(),
+            "libnvrtc.so.13".into(),
+            "libnvrtc-builtins.so.13.0".into()
+        )),
+        "{flagged:?}"
+    );
+
+    let search = dir.join("builtins/lib").display().to_string();
+    let (code, v) = fix(dir, &["--dlopen-search", &search, "nvrtc"]);
+    assert_eq!(code, Some(0), "{v}");
+    let f = file_report(&v, "libnvrtc.so.13");
+    assert_eq!(f["dlopen"]["added"][0]["folder"], search.as_str(), "{f}");
+    assert_eq!(
+        f["dlopen"]["added"][0]["serves"][0]["files"][0], "libnvrtc-builtins.so.13.0",
+        "{f}"
+    );
+    assert_eq!(
+        search_path(&dir.join("nvrtc/lib/libnvrtc.so.13")),
+        Some(("RUNPATH".into(), format!("/run/opengl-driver/lib:{search}")))
+    );
+    let after = NATIVE.run(dir, "bin/compile", &[]);
+    assert!(after.status.success(), "{}", text(&after));
+    assert_eq!(String::from_utf8_lossy(&after.stdout), "compile: NVRTC_SUCCESS\n");
+    let flagged = audit_dlopen(dir, "nvrtc");
+    assert!(
+        flagged.contains(&(
+            "dlopen-resolved".into(),
+            "libnvrtc.so.13".into(),
+            "libnvrtc-builtins.so.13.0".into()
+        )),
+        "{flagged:?}"
+    );
+    assert!(!flagged.iter().any(|(c, _, _)| c == "dlopen-unresolved"), "{flagged:?}");
+}
+
+/// Debian's procps (nobody here wrote it): `libproc2.so.0` dlopens
+/// `libnuma.so`, then `libnuma.so.1`, for `ps -o numa`. `ps` (this
+/// machine's, given our copy of libproc2 through LD_LIBRARY_PATH) asks for
+/// both names, which are the names the audit predicts; this machine has
+/// its own libnuma in the loader's default folders, which a Nix store file
+/// never searches, so the fix adds the folder of the split-off copy anyway
+/// and the loader then takes libnuma from that folder (RUNPATH comes
+/// before the default folders), and `ps` prints the node.
+#[test]
+fn debian_procps_loads_libnuma_from_the_folder_the_fix_adds() {
+    let proc2 = corpus_file("deb-dlopen", "libproc2.so.0.0.1");
+    let numa = corpus_file("deb-dlopen", "libnuma.so.1.0.0");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p out/lib dep/lib; cp {} out/lib/libproc2.so.0; cp {} dep/lib/libnuma.so.1",
+            proc2.display(),
+            numa.display()
+        ),
+    );
+    let ps = |dir: &Path| {
+        let lib = dir.join("out/lib");
+        let ps = Path::new("/bin/ps");
+        assert!(ps.exists(), "procps' ps is missing: run `make tools`");
+        let out = Command::new(ps)
+            .args(["-o", "numa=", "-p", "1"])
+            .env("LD_LIBRARY_PATH", &lib)
+            .env("LD_DEBUG", "files")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        out
+    };
+    let before = ps(dir);
+    let seen = observed(&loaded_by(&before));
+    assert_eq!(
+        seen,
+        [
+            ("libproc2.so.0".to_string(), "libnuma.so".to_string()),
+            ("libproc2.so.0".into(), "libnuma.so.1".into())
+        ]
+    );
+    let flagged = audit_dlopen(dir, "out");
+    for (caller, name) in &seen {
+        assert!(
+            flagged.iter().any(|(_, c, l)| c == caller && l == name),
+            "{name} not predicted: {flagged:?}"
+        );
+    }
+
+    let search = dir.join("dep/lib").display().to_string();
+    let (code, v) = fix(dir, &["--dlopen-search", &search, "out"]);
+    assert_eq!(code, Some(0), "{v}");
+    let f = file_report(&v, "libproc2.so.0");
+    assert_eq!(f["dlopen"]["added"][0]["serves"][0]["soname"], "libnuma.so.1", "{f}");
+    assert_eq!(f["dlopen"]["not_found"], serde_json::json!(["libnuma.so"]), "{f}");
+    let want = format!("/run/opengl-driver/lib:{search}");
+    assert_eq!(search_path(&dir.join("out/lib/libproc2.so.0")), Some(("RUNPATH".into(), want)));
+    let after = ps(dir);
+    let node = String::from_utf8_lossy(&after.stdout).trim().to_string();
+    assert!(node.parse::<u32>().is_ok(), "ps printed {node:?}: {}", text(&after));
+    assert!(
+        String::from_utf8_lossy(&after.stderr).contains(&format!("{search}/libnuma.so.1")),
+        "libnuma not loaded from the folder: {}",
+        text(&after)
+    );
+}
