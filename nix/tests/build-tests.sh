@@ -317,7 +317,7 @@ test_audit() {
 # then the plugin's folder, once.
 plugin_dir() { runpath "$1" | tr ':' '\n' | grep -- '-dlopen-plugin/lib$'; }
 test_dlopen_runpath() {
-  local out lib dir added='re:autoFixElfFiles: .*/bin/app: added .*/lib for dlopen of libplug\.so\.1'
+  local out lib dir added='re:autoFixElfFiles: .*/bin/app: added /[^ ]* for dlopen of libplug\.so\.1'
   if expect dlopen-driver-only 0; then
     out=$(output_path dlopen-driver-only out)
     check "dlopen-driver-only: the driver entry alone" test "$(runpath "$out/bin/app")" = /run/opengl-driver/lib
@@ -330,8 +330,8 @@ test_dlopen_runpath() {
     check "dlopen-inputs: the driver entry, then the plugin input's lib/" \
       test "$(runpath "$out/bin/app")" = "/run/opengl-driver/lib:$dir"
     check "dlopen-inputs: the program loads the library" test "$("$out/bin/app")" = "answer 42"
-    check "dlopen-inputs: one postFixupHooks entry (the driver hook's run does both)" \
-      test "$(tr '\n' ' ' <"$out/registered")" = "autoFixElfFiles addDriverRunpath "
+    check "dlopen-inputs: no postFixupHooks entry of its own (the driver hook's one run does both)" \
+      test "$(grep -ci -e autoFixElfFiles -e dlopen "$out/registered")" = 1
   fi
   local attr
   for attr in dlopen-named dlopen-named-sa dlopen-added; do

@@ -166,6 +166,7 @@ let
           mkdir -p "$out/bin"
           gcc -o "$out/bin/app" ${dlopenAppSource}
           printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+          runHook postInstall
         '';
       }
       // attrs
