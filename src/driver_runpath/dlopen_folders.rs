@@ -91,15 +91,17 @@ impl DlopenReport {
 
 /// The search folders `file` needs (RUNPATH entries, in search order); says
 /// what and why in `report.dlopen` when the file loads libraries by name.
+/// `release` drops the pages the scan has read from the resident set.
 pub(super) fn folders_for(
     file: &Parsed<'_>,
     search: &SearchFolders,
     report: &mut FileReport,
+    release: &dyn Fn(&[u8]),
 ) -> Result<Vec<Vec<u8>>, FileError> {
     let facts = dynamic::facts(&file.elf).map_err(|e| file.foreign(e))?;
     let own_name = report.path.file_name().and_then(|n| n.to_str());
     let version = own_name.and_then(dlopen::version_of_file_name);
-    let scan = dlopen::scan(&file.elf, facts.soname.as_deref(), version, &|_| {});
+    let scan = dlopen::scan(&file.elf, facts.soname.as_deref(), version, release);
     if scan.imports.is_none() {
         return Ok(Vec::new());
     }

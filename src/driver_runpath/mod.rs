@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use crate::buildenv::Output;
+use crate::devicecode::host::Mapped;
 use crate::elf::classify::Skip;
 use crate::elf::machine::Target;
 use crate::elf::ElfError;
@@ -105,7 +106,7 @@ fn process_inner(
     // process truncating the file meanwhile could fault (SIGBUS); a build's
     // outputs are owned by the build, and every hook — upstream's patchelf
     // included — assumes nothing else rewrites them concurrently.
-    let map = unsafe { memmap2::Mmap::map(&file)? };
+    let map = Mapped::from(unsafe { memmap2::Mmap::map(&file)? });
     let pending = {
         let target = Target::peek(&map);
         report.machine = target.map(Target::short);
@@ -116,7 +117,10 @@ fn process_inner(
                 return Ok(());
             }
         };
-        let Some(change) = plan::plan_file(&parsed, cfg, report)? else {
+        // The dlopen scan reads whole read-only sections: their pages leave
+        // the resident set once read, as in the audit.
+        let release = |part: &[u8]| map.release(part);
+        let Some(change) = plan::plan_file(&parsed, cfg, report, &release)? else {
             return Ok(());
         };
         if cfg.check {

@@ -202,12 +202,13 @@ pub(super) fn plan_file(
     file: &Parsed<'_>,
     cfg: &Config,
     report: &mut FileReport,
+    release: &dyn Fn(&[u8]),
 ) -> Result<Option<Change>, FileError> {
     let current = patch::current_path(&file.elf, &file.dynamic).map_err(|e| file.foreign(e))?;
     report.old = current.map(|(v, _)| lossy(v));
     report.old_tag = current.map(|(_, t)| t);
     let append = match &cfg.dlopen_search {
-        Some(search) => super::dlopen_folders::folders_for(file, search, report)?,
+        Some(search) => super::dlopen_folders::folders_for(file, search, report, release)?,
         None => Vec::new(),
     };
     let (opts, rule) = cfg.plan_options(file.elf.machine, append);
