@@ -388,6 +388,11 @@ if want audit && need_corpus; then
       -- "$bin/cuda-elf-inspect" --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}" \
       -- "$PREVIOUS/cuda-elf-inspect" --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}"
   fi
+  # Issue 21: the dlopen pass may add at most 20% to the audit: the audit
+  # with it ("ours") against --no-dlopen ("anchor"): 0.83x or more.
+  compare "audit with the dlopen pass vs --no-dlopen, warm" "$size" "$((r * 3))" "$((r * 3))" "cuda-elf-inspect --no-dlopen" \
+    -- "$bin/cuda-elf-inspect" "${corpus_dirs[@]}" \
+    -- "$bin/cuda-elf-inspect" --no-dlopen "${corpus_dirs[@]}"
   if $quick; then
     note "cold rows skipped under --quick"
   elif ! $can_drop; then

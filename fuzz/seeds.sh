@@ -10,7 +10,7 @@ root=$(cd .. && pwd)
 out=corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters,nar,nar_unpack}
+mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters,nar,nar_unpack,dlopen}
 
 # gcc-built host files: every layout the writer has a strategy for.
 cat >"$work/lib.c" <<'C'
@@ -112,6 +112,15 @@ cp "$work/libplain.so" "$nixdir/tree/" 2>/dev/null || true
     sed "s|$nixdir/store|/nix/store|g" "$nixdir"/cache/*.narinfo >"$out/nar/narinfo"
 ) >/dev/null 2>&1 || echo "seeds.sh: Nix is missing (make tools): no NAR seeds" >&2
 cp "$out"/nar/*.nar "$out/nar_unpack/" 2>/dev/null || true
-for t in reader hostelf runpath capabilities emitters nar nar_unpack; do
+# dlopen: the host files, plus callers with literals, a pattern and a
+# .note.dlopen note (systemd's JSON shape).
+cp "$out"/hostelf/* "$out/dlopen/" 2>/dev/null || true
+printf '#include <dlfcn.h>\nconst char *p = "libnvrtc.so.%%d";\nvoid *f(void) { return dlopen("libcudnn_graph.so", 2); }\n' >"$work/dl.c"
+g -shared -fPIC -Wl,-soname,libcudnn.so.9 -o "$work/libdl.so" "$work/dl.c" -ldl
+printf '[{"feature":"x","description":"y","priority":"required","soname":["liba.so.1","liba.so.0"]}]' >"$work/json"
+python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read()+b"\0"; d+=b"\0"*(-len(d)%4); sys.stdout.buffer.write(struct.pack("<III",4,len(d),0x407c0c0a)+b"FDO\0"+d)' "$work/json" >"$work/note" || true
+objcopy --add-section .note.dlopen="$work/note" "$work/libdl.so" "$work/libnote.so" 2>/dev/null || true
+cp "$work"/libdl.so "$work"/libnote.so "$out/dlopen/" 2>/dev/null || true
+for t in reader hostelf runpath capabilities emitters nar nar_unpack dlopen; do
     echo "$t: $(ls "$out/$t" | wc -l) seeds"
 done

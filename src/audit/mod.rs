@@ -96,10 +96,6 @@ pub struct FileFacts {
     /// With a driver given: the CUDA runtime the file needs, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime: Option<runtime::Runtime>,
-    /// For a file that imports dlopen: the libraries it loads and how each
-    /// resolves (docs/dlopen.md).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dlopen: Option<dlopen::Loads>,
 }
 
 /// Which code covers one requested capability.
@@ -241,16 +237,14 @@ pub fn audit_file_at(local: &Path, path: &Path, shown: &Path, policy: &Policy) -
         damage: examined.read.damage,
         coverage: Vec::new(),
         runtime: None,
-        dlopen: None,
     };
     facts.damage.extend(dev.decode_errors.iter().cloned());
     let mut findings = Vec::new();
     if let Some(d) = &facts.dynamic {
         checks::runpath(path, d, policy, &mut findings);
         checks::needed(path, &d.loader, policy, &mut findings);
-        facts.dlopen = dlopen::resolve(path, &d.loader, examined.loads, policy);
-        if let Some(loads) = &facts.dlopen {
-            checks::dlopen(path, loads, &mut findings);
+        if let Some(loads) = dlopen::resolve(path, &d.loader, examined.loads, policy) {
+            checks::dlopen(path, &loads, &mut findings);
         }
     }
     if policy.driver.is_some() {

@@ -1,10 +1,11 @@
 //! Soname-shaped strings in a file's read-only data: what a literal
 //! `dlopen("libfoo.so.1", ...)` leaves behind.
 //!
-//! Only allocated, read-only, non-executable PROGBITS sections are read
-//! (`.rodata` and its kin), never `.dynstr` (NEEDED and SONAME are not
-//! dlopen), `.interp` (the loader's own name) or device code (`.nv_fatbin`:
-//! cuBLASLt's is 500 MB of GPU code). Each section is searched with
+//! Only allocated, read-only, non-executable PROGBITS sections named for
+//! string literals are read (`.rodata`, `.lrodata` and their `.suffix`
+//! kin), never `.dynstr` (NEEDED and SONAME are not dlopen), `.interp` (the
+//! loader's own name), device code (`.nv_fatbin`: cuBLASLt's is 500 MB of
+//! GPU code) or other blobs (cuBLASLt's 162 MB `.cask_resource`). Each section is searched with
 //! `memmem` for `.so`, and each hit grown backwards and forwards over the
 //! characters a file name may hold. A hit is kept when:
 //! - what follows `.so` is nothing or `.N[.N...]`, then a NUL (so `libfoo.so:
@@ -44,6 +45,17 @@ fn name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+' | b'.' | b'%')
 }
 
+/// Whether a section of this name holds a compiler's string literals:
+/// `.rodata`, `.lrodata` (the large code model's) and their `.name.suffix`
+/// kin (`.rodata.str1.1` in objects, `.rodata.cst16`). Other read-only
+/// sections are data nobody wrote as strings: cuBLASLt's 162 MB
+/// `.cask_resource` of kernel resources would cost a third of a second.
+fn string_section(name: &[u8]) -> bool {
+    [&b".rodata"[..], b".lrodata"].iter().any(|base| {
+        name.strip_prefix(*base).is_some_and(|rest| rest.is_empty() || rest.starts_with(b"."))
+    })
+}
+
 /// The read-only data sections worth searching: `(name, file offset, bytes)`.
 pub fn sections<'a>(elf: &Elf<'a>) -> Vec<(String, &'a [u8])> {
     elf.shdrs
@@ -55,7 +67,7 @@ pub fn sections<'a>(elf: &Elf<'a>) -> Vec<(String, &'a [u8])> {
         })
         .filter_map(|s| {
             let name = elf.section_name(s).unwrap_or_default();
-            if SKIP.contains(&name) || name.starts_with(b".note") {
+            if SKIP.contains(&name) || !string_section(name) {
                 return None;
             }
             let bytes = elf.slice(s.offset, s.size, "section").ok()?;

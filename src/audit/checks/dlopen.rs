@@ -1,7 +1,17 @@
 //! Libraries loaded with dlopen (docs/dlopen.md): the rows
 //! `dlopen-unresolved`, `dlopen-not-fetched`, `dlopen-incomplete` and
 //! `dlopen-resolved` of the checks table. A file that imports no dlopen
-//! has no [`Loads`] and gets no finding.
+//! has no [`Loads`] and gets no finding. A target the machine provides (the
+//! GPU driver's libraries, glibc's) or that the file's NEEDED closure
+//! already loads gets none either: no packaging changes where it comes
+//! from (whether the driver folder is on the RUNPATH is
+//! `missing-driver-runpath`'s concern); `dlopen-resolved` is for the
+//! targets found in a folder, which a CI diffs. A target the machine provides (the
+//! GPU driver's libraries, glibc's) or that the file's NEEDED closure
+//! already loads gets none either: no packaging changes where it comes
+//! from (whether the driver folder is on the RUNPATH is
+//! `missing-driver-runpath`'s concern); `dlopen-resolved` is for the
+//! targets found in a folder, which a CI diffs.
 
 use std::path::Path;
 
@@ -25,22 +35,12 @@ pub fn dlopen(path: &Path, loads: &Loads, out: &mut Vec<Finding>) {
         let place = t.origin.describe();
         let subject = Subject::Library(name.clone());
         let finding = match &load.resolved {
-            Resolved::Found { name: found, path: at, via } => {
-                let how = match (via, at) {
-                    (Via::Loaded, _) => {
-                        "already loaded with the file (its NEEDED closure)".to_string()
-                    }
-                    (Via::System, _) => {
-                        "provided by the machine (GPU driver or C library)".to_string()
-                    }
-                    (Via::Runpath(e), Some(p)) => {
-                        format!("at {} through RUNPATH entry {e}", p.display())
-                    }
-                    (Via::Rpath(e), Some(p)) => {
-                        format!("at {} through RPATH entry {e}", p.display())
-                    }
-                    (_, Some(p)) => format!("at {} in the loader's default folders", p.display()),
-                    (_, None) => "found".to_string(),
+            Resolved::Found { path: None, .. } => continue,
+            Resolved::Found { name: found, path: Some(at), via } => {
+                let how = match via {
+                    Via::Runpath(e) => format!("at {} through RUNPATH entry {e}", at.display()),
+                    Via::Rpath(e) => format!("at {} through RPATH entry {e}", at.display()),
+                    _ => format!("at {} in the loader's default folders", at.display()),
                 };
                 Finding::new(
                     CheckId::DlopenResolved,
