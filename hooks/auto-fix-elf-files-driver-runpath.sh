@@ -49,13 +49,22 @@ autoFixElfFiles() {
     if [[ -n ${nixCudaHooksCudaCompatDir-} ]]; then
         compat=(--cuda-compat "$nixCudaHooksCudaCompatDir")
     fi
+    # Our autoAddDlopenRunpath (hooks/auto-add-dlopen-runpath.sh) names the
+    # folders that may provide what the outputs dlopen: the same run
+    # appends those each file needs.
+    local -a dlopen=()
+    local search
+    if declare -F nixCudaHooksDlopenSearch >/dev/null && search=$(nixCudaHooksDlopenSearch) &&
+        [[ -n $search ]]; then
+        dlopen=(--dlopen-search "$search")
+    fi
     if [[ $# -eq 1 && $1 == addCudaCompatRunpath && ${#compat[@]} -gt 0 ]]; then
         local -a driver=()
         if link=$(nixCudaHooksDriverLink); then
             driver=(--driver-link "$link")
         fi
         NIX_LOG_FD="${NIX_LOG_FD-}" NIX_DEBUG="${NIX_DEBUG-}" __structuredAttrs="${__structuredAttrs-}" \
-            "@autoAddDriverRunpath@" --in-place "${compat[@]}" "${driver[@]}" || exit $?
+            "@autoAddDriverRunpath@" --in-place "${compat[@]}" "${driver[@]}" "${dlopen[@]}" || exit $?
         return 0
     fi
     if [[ $# -eq 1 && $1 == addDriverRunpath ]] && link=$(nixCudaHooksDriverLink); then
@@ -70,7 +79,7 @@ autoFixElfFiles() {
         # build nothing else uses the outputs, so writable files are patched
         # in place (append, verify, one header write; no copy).
         NIX_LOG_FD="${NIX_LOG_FD-}" NIX_DEBUG="${NIX_DEBUG-}" __structuredAttrs="${__structuredAttrs-}" \
-            "$bin" --in-place --driver-link "$link" "${compat[@]}" || exit $?
+            "$bin" --in-place --driver-link "$link" "${compat[@]}" "${dlopen[@]}" || exit $?
         return 0
     fi
     if ! declare -F nixCudaHooksUpstreamAutoFixElfFiles >/dev/null; then

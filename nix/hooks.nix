@@ -126,16 +126,6 @@ let
           badPlatforms = cuda_compat.meta.badPlatforms or platforms;
         };
     } ../hooks/auto-add-cuda-compat-runpath.sh;
-in
-{
-  inherit
-    noBrokenSymlinksHook
-    mkCudaElfInspectHook
-    mkAutoAddCudaCompatRunpath
-    cudaPolicyOf
-    autoFixElfFilesDriverRunpath
-    ;
-
   # Drop-in for Nixpkgs' autoAddDriverRunpath: same postFixupHooks entry
   # ("autoFixElfFiles addDriverRunpath"), same opt-out
   # (dontUseAutoAddDriverRunpath), same propagated packages; the order of
@@ -149,6 +139,27 @@ in
     ];
     meta = meta "Adds the driver directory (/run/opengl-driver/lib) to the RUNPATH of every dynamic ELF file in the outputs";
   } ../hooks/auto-add-driver-runpath.sh;
+in
+{
+  inherit
+    autoAddDriverRunpath
+    noBrokenSymlinksHook
+    mkCudaElfInspectHook
+    mkAutoAddCudaCompatRunpath
+    cudaPolicyOf
+    autoFixElfFilesDriverRunpath
+    ;
+
+  # autoAddDriverRunpath plus the library folders of what the outputs
+  # dlopen and cannot find (hooks/auto-add-dlopen-runpath.sh): the host
+  # inputs' lib/ (as autoPatchelfHook gathers them), the outputs' own
+  # library folders and the derivation's `dlopenSearchPath`. It propagates
+  # our autoAddDriverRunpath, whose one run adds both.
+  autoAddDlopenRunpath = makeSetupHook {
+    name = "auto-add-dlopen-runpath-hook";
+    propagatedBuildInputs = [ autoAddDriverRunpath ];
+    meta = meta "Adds the driver directory and the library folders of what each ELF file dlopens to its RUNPATH";
+  } ../hooks/auto-add-dlopen-runpath.sh;
 
   # The compat hook (mkAutoAddCudaCompatRunpath) for the given CUDA package
   # set's cuda_compat.

@@ -11,6 +11,11 @@
 #     others with enableCudaDriverCompat) becomes ours where the set has a
 #     cuda_compat: cuda_compat's folder first, the driver second, one rewrite
 #     per file together with our autoAddDriverRunpath.
+#   - `autoAddDlopenRunpath` is added (no such hook in Nixpkgs): our
+#     autoAddDriverRunpath plus, per ELF file, the library folders of what it
+#     dlopens and cannot find (host inputs' lib/, the outputs, a
+#     `dlopenSearchPath` list). Nothing uses it until a package adds it to
+#     nativeBuildInputs.
 #   - every CUDA package set (cudaPackages, cudaPackages_12_8, ...) gains
 #     `cudaElfInspectHook`, built with that set's cudaCapabilities,
 #     cudaForwardCompat and CUDA version. Nothing uses it until a package adds
@@ -75,6 +80,7 @@ in
   nixCudaHooksAudit = final.callPackage ./audit.nix { inherit (final) nix-cuda-hooks; };
 
   autoAddDriverRunpath = final.nixCudaHooks.autoAddDriverRunpath;
+  autoAddDlopenRunpath = final.nixCudaHooks.autoAddDlopenRunpath;
 }
 # Current Nixpkgs applies `_cuda.extensions` to every CUDA package set; older
 # ones had `cudaPackagesExtensions`.

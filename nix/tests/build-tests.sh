@@ -320,6 +320,54 @@ test_audit() {
 }
 
 # ---- run -------------------------------------------------------------------------------
+# ---- autoAddDlopenRunpath ---------------------------------------------------------
+# A program that dlopens libplug.so.1, which lives in another derivation's lib/
+# (dlopen-plugin) with no RUNPATH to it: it must fail to load it with the
+# driver hook alone and load it with ours; the RUNPATH is the driver entry,
+# then the plugin's folder, once.
+plugin_dir() { runpath "$1" | tr ':' '\n' | grep -- '-dlopen-plugin/lib$'; }
+test_dlopen_runpath() {
+  local out lib dir added='re:autoFixElfFiles: .*/bin/app: added /[^ ]* for dlopen of libplug\.so\.1'
+  if expect dlopen-driver-only 0; then
+    out=$(output_path dlopen-driver-only out)
+    check "dlopen-driver-only: the driver entry alone" test "$(runpath "$out/bin/app")" = /run/opengl-driver/lib
+    check "dlopen-driver-only: the program cannot load the library (negative control)" \
+      eval '! "$out/bin/app" >/dev/null 2>&1'
+  fi
+  if expect dlopen-inputs 0 "Sourcing auto-add-dlopen-runpath-hook" "Using autoAddDriverRunpath" "$added"; then
+    out=$(output_path dlopen-inputs out)
+    dir=$(plugin_dir "$out/bin/app")
+    check "dlopen-inputs: the driver entry, then the plugin input's lib/" \
+      test "$(runpath "$out/bin/app")" = "/run/opengl-driver/lib:$dir"
+    check "dlopen-inputs: the program loads the library" test "$("$out/bin/app")" = "answer 42"
+    check "dlopen-inputs: no postFixupHooks entry of its own (the driver hook's one run does both)" \
+      test "$(grep -ci -e autoFixElfFiles -e dlopen "$out/registered")" = 1
+  fi
+  local attr
+  for attr in dlopen-named dlopen-named-sa dlopen-added; do
+    if expect "$attr" 0 "$added"; then
+      out=$(output_path "$attr" out)
+      dir=$(plugin_dir "$out/bin/app")
+      check "$attr: the plugin's folder after the driver entry" \
+        test "$(runpath "$out/bin/app")" = "/run/opengl-driver/lib:$dir"
+      check "$attr: the program loads the library" test "$("$out/bin/app")" = "answer 42"
+    fi
+  done
+  if expect dlopen-own-output 0 "$added"; then
+    out=$(output_path dlopen-own-output out)
+    lib=$(output_path dlopen-own-output lib)
+    check "dlopen-own-output: the lib output's plugin folder" \
+      test "$(runpath "$out/bin/app")" = "/run/opengl-driver/lib:$lib/lib/plugins"
+    check "dlopen-own-output: the program loads the library" test "$("$out/bin/app")" = "answer 42"
+  fi
+  if expect dlopen-opt-out 0 "Sourcing auto-add-dlopen-runpath-hook"; then
+    out=$(output_path dlopen-opt-out out)
+    check "dlopen-opt-out: dontUseAutoAddDlopenRunpath keeps the driver entry alone" \
+      test "$(runpath "$out/bin/app")" = /run/opengl-driver/lib
+  fi
+  expect dlopen-missing-folder 100 "/nonexistent/dlopen/lib" "no such file or directory"
+}
+
 test_setup_order
 test_no_broken_symlinks
 test_no_broken_symlinks_structured_attrs
@@ -347,6 +395,7 @@ if [[ -f hooks/auto-add-driver-runpath.sh ]]; then
     test_cuda_compat
     test_aadr_dropin
     test_aadr_side_by_side
+    test_dlopen_runpath
   }
 else
   echo "note: hooks/auto-add-driver-runpath.sh not merged yet; its build tests wait for it"

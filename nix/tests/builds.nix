@@ -130,6 +130,48 @@ let
       '';
     };
 
+  # autoAddDlopenRunpath: a library in one derivation, and a program in
+  # another that dlopens it by soname with no RUNPATH to it (the plain
+  # host gcc adds none).
+  dlopenPlugin = stdenv.mkDerivation {
+    name = "dlopen-plugin";
+    dontUnpack = true;
+    installPhase = ''
+      mkdir -p "$out/lib"
+      printf 'int plug_answer(void) { return 42; }\n' >plug.c
+      gcc -shared -fPIC -Wl,-soname,libplug.so.1 -o "$out/lib/libplug.so.1" plug.c
+    '';
+  };
+  dlopenAppSource = builtins.toFile "app.c" ''
+    #include <dlfcn.h>
+    #include <stdio.h>
+    int main(void) {
+      void *h = dlopen("libplug.so.1", RTLD_NOW);
+      if (!h) { fprintf(stderr, "dlopen failed: %s\n", dlerror()); return 3; }
+      int (*f)(void) = (int (*)(void))dlsym(h, "plug_answer");
+      printf("answer %d\n", f());
+      return 0;
+    }
+  '';
+  # `plugin`: where the program's output puts the plugin ("": nowhere).
+  dlopenApp =
+    name: attrs:
+    stdenv.mkDerivation (
+      {
+        inherit name;
+        dontUnpack = true;
+        nativeBuildInputs = [ hooks.autoAddDlopenRunpath ];
+        buildInputs = [ dlopenPlugin ];
+        installPhase = ''
+          mkdir -p "$out/bin"
+          gcc -o "$out/bin/app" ${dlopenAppSource}
+          printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+          runHook postInstall
+        '';
+      }
+      // attrs
+    );
+
   inspectHook =
     caps:
     hooks.mkCudaElfInspectHook {
@@ -511,6 +553,46 @@ in
       removeStubsFromRunpathHook
     ];
     postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+  };
+
+  # ---- autoAddDlopenRunpath ---------------------------------------------------
+  # The negative control: the driver hook alone leaves the program unable to
+  # find the library it dlopens.
+  dlopen-driver-only = dlopenApp "dlopen-driver-only" { nativeBuildInputs = [ hooks.autoAddDriverRunpath ]; };
+  # From buildInputs (host platform), as autoPatchelfHook gathers them.
+  dlopen-inputs = dlopenApp "dlopen-inputs" { };
+  # Named by the derivation, not an input.
+  dlopen-named = dlopenApp "dlopen-named" {
+    buildInputs = [ ];
+    dlopenSearchPath = [ "${dlopenPlugin}/lib" ];
+  };
+  dlopen-named-sa = dlopenApp "dlopen-named-sa" {
+    __structuredAttrs = true;
+    buildInputs = [ ];
+    dlopenSearchPath = [ "${dlopenPlugin}/lib" ];
+  };
+  # addDlopenSearchPath in a phase, over a tree (recursive).
+  dlopen-added = dlopenApp "dlopen-added" {
+    buildInputs = [ ];
+    preFixup = ''addDlopenSearchPath ${dlopenPlugin}'';
+  };
+  # The library in another output of the same derivation.
+  dlopen-own-output = dlopenApp "dlopen-own-output" {
+    buildInputs = [ ];
+    outputs = [
+      "out"
+      "lib"
+    ];
+    postInstall = ''
+      mkdir -p "$lib/lib/plugins"
+      cp ${dlopenPlugin}/lib/libplug.so.1 "$lib/lib/plugins/"
+    '';
+  };
+  dlopen-opt-out = dlopenApp "dlopen-opt-out" { dontUseAutoAddDlopenRunpath = true; };
+  # A folder that does not exist: the build fails naming it.
+  dlopen-missing-folder = dlopenApp "dlopen-missing-folder" {
+    buildInputs = [ ];
+    dlopenSearchPath = [ "/nonexistent/dlopen/lib" ];
   };
 
   # ---- nix/audit.nix (built when the cuda-elf-inspect binary exists) ---------

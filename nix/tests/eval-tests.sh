@@ -26,7 +26,7 @@ eval_true "builds.nix: every test derivation evaluates to a named derivation" "
 # every substitution names a placeholder the script has (catches typos both ways).
 for pair in no-broken-symlinks.sh:noBrokenSymlinksHook auto-add-driver-runpath.sh:autoAddDriverRunpath \
   auto-fix-elf-files-driver-runpath.sh:autoFixElfFilesDriverRunpath cuda-elf-inspect.sh:cuda \
-  auto-add-cuda-compat-runpath.sh:compat; do
+  auto-add-cuda-compat-runpath.sh:compat auto-add-dlopen-runpath.sh:autoAddDlopenRunpath; do
   script=${pair%%:*} attr=${pair#*:}
   [[ -f hooks/$script ]] || continue
   if [[ $attr == cuda ]]; then hook="$p.cudaPackages.cudaElfInspectHook"
@@ -95,6 +95,13 @@ eval_true "hooks.nix: autoAddDriverRunpath propagates Nixpkgs' addDriverRunpath 
      && q.addDriverRunpath.stub.kind == \"upstream\" && q.autoFixElfFiles.stub.kind == \"upstream\"
      && w.stub.args.substitutions.autoAddDriverRunpath == \"\${q.nix-cuda-hooks}/bin/auto-add-driver-runpath\"
      && w.stub.args.script == ./hooks/auto-fix-elf-files-driver-runpath.sh"
+
+eval_true "hooks.nix: autoAddDlopenRunpath propagates our autoAddDriverRunpath; the overlay adds it at the top level" "
+  let q = $p; h = q.nixCudaHooks.autoAddDlopenRunpath;
+  in h.stub.kind == \"makeSetupHook\" && h.name == \"auto-add-dlopen-runpath-hook\"
+     && h.stub.args.script == ./hooks/auto-add-dlopen-runpath.sh
+     && h.stub.args.propagatedBuildInputs == [ q.nixCudaHooks.autoAddDriverRunpath ]
+     && q.autoAddDlopenRunpath == h && h.meta.description != \"\""
 
 eval_true "hooks.nix: the cuda_compat hook substitutes the compat folder, propagates autoFixElfFiles then our wrapper, and takes cuda_compat's platforms" "
   let q = $p; c = { outPath = \"/nix/store/00000000000000000000000000000000-cuda_compat\"; meta.platforms = [ \"aarch64-linux\" ]; };

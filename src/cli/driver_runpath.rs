@@ -4,12 +4,14 @@
 //! through [`crate::fs::typed`]), the run, its report and the exit status.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Parser;
 
 use crate::buildenv::BuildEnv;
 use crate::cli::{self, CommonArgs};
 use crate::driver_runpath::emit::{self, Sinks};
+use crate::driver_runpath::search::{self, SearchFolders};
 use crate::driver_runpath::{self, Config};
 use crate::fs::typed::{self, Follow};
 use crate::log::Logger;
@@ -45,6 +47,12 @@ pub struct Args {
     /// second, in one rewrite (autoAddCudaCompatRunpath).
     #[arg(long, value_name = "DIR")]
     cuda_compat: Option<PathBuf>,
+    /// Also append, after the old entries, each of these folders (absolute,
+    /// `:`-separated; the option may be repeated) that holds a library the
+    /// file loads with dlopen and cannot find through its own search path,
+    /// its NEEDED libraries or the driver.
+    #[arg(long, value_name = "DIR[:DIR...]")]
+    dlopen_search: Vec<std::ffi::OsString>,
     /// Also replace the first `*-cuda*/lib/stubs` entry by the driver entry and
     /// drop later ones (removeStubsFromRunpathHook).
     #[arg(long)]
@@ -122,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
             }
         });
     }
-    let cfg = config(&args);
+    let cfg = config(&args)?;
     let report = driver_runpath::run(&targets, &cfg);
     let text = args.common.format == Format::Text;
     let (mut stdout, mut stderr) = (std::io::stdout().lock(), std::io::stderr().lock());
@@ -145,9 +153,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     Ok(status)
 }
 
-/// The run's configuration from the flags.
-fn config(args: &Args) -> Config {
-    Config {
+/// The run's configuration from the flags; a `--dlopen-search` folder that
+/// cannot be one is an error before anything is written.
+fn config(args: &Args) -> anyhow::Result<Config> {
+    let folders = search::split_arguments(&args.dlopen_search);
+    if !args.dlopen_search.is_empty() && folders.is_empty() {
+        anyhow::bail!("--dlopen-search: no folder given (expected DIR[:DIR...])");
+    }
+    let dlopen_search = if args.dlopen_search.is_empty() {
+        None
+    } else {
+        Some(Arc::new(SearchFolders::open(&folders)?))
+    };
+    Ok(Config {
         driver: driver_runpath::Driver::from_link(args.driver_link.as_deref()),
         compat_entry: args.cuda_compat.as_deref().map(driver_runpath::folder_entry),
         replace_stubs: args.replace_stubs,
@@ -156,7 +174,8 @@ fn config(args: &Args) -> Config {
         skip_unsupported: args.skip_unsupported,
         sync: args.fsync,
         in_place: args.in_place,
-    }
+        dlopen_search,
+    })
 }
 
 #[cfg(test)]

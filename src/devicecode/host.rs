@@ -393,6 +393,13 @@ impl std::ops::Deref for Mapped {
     }
 }
 
+impl From<memmap2::Mmap> for Mapped {
+    /// A map made elsewhere (the RUNPATH fixer's), to release pages through.
+    fn from(map: memmap2::Mmap) -> Mapped {
+        Mapped(Some(map))
+    }
+}
+
 impl Mapped {
     /// Drops the pages of `part` (a slice of this map) from the resident
     /// set; they are read again from the file if touched. Used while walking

@@ -12,7 +12,7 @@
 
 use std::io::{self, Write};
 
-use super::{Action, Config, ErrorKind, FileReport, RunReport, WalkEvent};
+use super::{Action, Config, DlopenReport, ErrorKind, FileReport, RunReport, WalkEvent};
 use crate::elf::classify::Skip;
 use crate::log::{Level, Logger, Msg};
 
@@ -69,6 +69,7 @@ fn emit_file(f: &FileReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result<()
             line.extend_from_slice(Msg::new("").p(&f.path).0.as_slice());
             line.push(b'\n');
             let _ = out.stderr.write_all(&line);
+            dlopen_lines(f, "added", out)?;
         }
         Action::WouldPatch => {
             if out.text {
@@ -81,18 +82,22 @@ fn emit_file(f: &FileReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result<()
                 line.0.push(b'\n');
                 out.stdout.write_all(&line.0)?;
             }
+            dlopen_lines(f, "would add", out)?;
         }
-        Action::Unchanged => add_log.info(
-            &Msg::new("")
-                .p(&f.path)
-                .s(" already has ")
-                .s(f.driver_entry.as_deref().unwrap_or("the driver entry"))
-                .s(if cfg.compat_entry.is_some() {
-                    " after the compat folder at the front of its search path; left untouched"
-                } else {
-                    " in its search path; left untouched"
-                }),
-        ),
+        Action::Unchanged => {
+            add_log.info(
+                &Msg::new("")
+                    .p(&f.path)
+                    .s(" already has ")
+                    .s(f.driver_entry.as_deref().unwrap_or("the driver entry"))
+                    .s(if cfg.compat_entry.is_some() {
+                        " after the compat folder at the front of its search path; left untouched"
+                    } else {
+                        " in its search path; left untouched"
+                    }),
+            );
+            dlopen_lines(f, "", out)?;
+        }
         Action::Skipped => {
             let skip = f.skip.unwrap_or(Skip::Static);
             if skip.upstream_skips() && out.text && fix_log.asked_for(Level::Warn) {
@@ -112,6 +117,42 @@ fn emit_file(f: &FileReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result<()
                 add_log.error(&msg);
             }
         }
+    }
+    Ok(())
+}
+
+/// `--dlopen-search`: one line per folder a file got (or would get), with
+/// the names it provides: on stderr beside upstream's per-file line (so a
+/// build log says why the RUNPATH grew), on stdout for `--check` in text.
+/// Names nothing provides go to the log (INFO): optional plugins are
+/// common, and `cuda-elf-inspect`'s `dlopen-unresolved` is the check.
+fn dlopen_lines(f: &FileReport, verb: &str, out: &mut Sinks<'_>) -> io::Result<()> {
+    let Some(d) = &f.dlopen else { return Ok(()) };
+    let listed = if f.action == Action::Unchanged { &[][..] } else { &d.added[..] };
+    for folder in listed {
+        let mut line = Msg::new("autoFixElfFiles: ")
+            .p(&f.path)
+            .s(&format!(": {verb} "))
+            .s(&folder.folder)
+            .s(" for dlopen of ")
+            .s(&DlopenReport::names(folder))
+            .0;
+        line.push(b'\n');
+        if f.action == Action::WouldPatch {
+            if out.text {
+                out.stdout.write_all(&line)?;
+            }
+        } else {
+            let _ = out.stderr.write_all(&line);
+        }
+    }
+    if !d.not_found.is_empty() {
+        out.add_log.info(
+            &Msg::new("")
+                .p(&f.path)
+                .s(": no --dlopen-search folder provides ")
+                .s(&d.not_found.join(", ")),
+        );
     }
     Ok(())
 }

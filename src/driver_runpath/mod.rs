@@ -15,7 +15,9 @@
 //! exit status.
 //!
 //! The parts: `classify` (which files are skipped, and why), [`plan`] (the
-//! driver entry and the new search path), `write` (applying the rewrite
+//! driver entry and the new search path), [`search`] and
+//! [`dlopen_folders`] (`--dlopen-search`: the folders a file needs for
+//! what it dlopens), `write` (applying the rewrite
 //! through [`crate::fs::atomic`]), [`report`] (what happened) and [`emit`]
 //! (writing it); this module walks the tree and runs each inode through them.
 
@@ -28,6 +30,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use crate::buildenv::Output;
+use crate::devicecode::host::Mapped;
 use crate::elf::classify::Skip;
 use crate::elf::machine::Target;
 use crate::elf::ElfError;
@@ -36,11 +39,14 @@ use crate::fs::atomic::{self, SideFile};
 use crate::fs::walk;
 
 mod classify;
+pub mod dlopen_folders;
 pub mod emit;
 pub mod plan;
 pub mod report;
+pub mod search;
 mod write;
 
+pub use dlopen_folders::{AddedFolder, DlopenReport, Served};
 pub use plan::{
     check_driver_link, driver_entry, folder_entry, Config, Driver, DriverRule, NIXOS_DRIVER_LINK,
     NIXOS_DRIVER_LINK_32,
@@ -100,7 +106,7 @@ fn process_inner(
     // process truncating the file meanwhile could fault (SIGBUS); a build's
     // outputs are owned by the build, and every hook — upstream's patchelf
     // included — assumes nothing else rewrites them concurrently.
-    let map = unsafe { memmap2::Mmap::map(&file)? };
+    let map = Mapped::from(unsafe { memmap2::Mmap::map(&file)? });
     let pending = {
         let target = Target::peek(&map);
         report.machine = target.map(Target::short);
@@ -111,7 +117,10 @@ fn process_inner(
                 return Ok(());
             }
         };
-        let Some(change) = plan::plan_file(&parsed, cfg, report)? else {
+        // The dlopen scan reads whole read-only sections: their pages leave
+        // the resident set once read, as in the audit.
+        let release = |part: &[u8]| map.release(part);
+        let Some(change) = plan::plan_file(&parsed, cfg, report, &release)? else {
             return Ok(());
         };
         if cfg.check {

@@ -3,10 +3,12 @@
 //! per-file decision of the new search path and of the rewrite that writes it.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::classify::Parsed;
+use super::search::SearchFolders;
 use super::{Action, FileError, FileReport};
 use crate::elf::patch::{self, Rewrite};
 use crate::elf::runpath::{self, Plan, Tag};
@@ -33,6 +35,10 @@ pub struct Config {
     /// Patch writable files in place (append, verify, then one header
     /// write) instead of writing a temporary copy and renaming it.
     pub in_place: bool,
+    /// `--dlopen-search`: the folders that may provide what a file
+    /// `dlopen`s and cannot find; each one that does is appended to its
+    /// search path ([`super::dlopen_folders`]).
+    pub dlopen_search: Option<Arc<SearchFolders>>,
 }
 
 impl Config {
@@ -48,17 +54,24 @@ impl Config {
             skip_unsupported: false,
             sync: false,
             in_place: false,
+            dlopen_search: None,
         }
     }
 
-    /// The planner's options for a file for this machine (`e_machine`).
-    pub fn plan_options(&self, machine: u16) -> (runpath::Options, DriverRule) {
+    /// The planner's options for a file for this machine (`e_machine`),
+    /// with `append` (its dlopen folders) to go after the old entries.
+    pub fn plan_options(
+        &self,
+        machine: u16,
+        append: Vec<Vec<u8>>,
+    ) -> (runpath::Options, DriverRule) {
         let (entry, rule) = self.driver.entry_for(machine);
         let opts = runpath::Options {
             driver_entry: entry,
             compat_entry: self.compat_entry.clone(),
             replace_stubs: self.replace_stubs,
             force_rpath: self.force_rpath,
+            append_entries: append,
         };
         (opts, rule)
     }
@@ -189,11 +202,16 @@ pub(super) fn plan_file(
     file: &Parsed<'_>,
     cfg: &Config,
     report: &mut FileReport,
+    release: &dyn Fn(&[u8]),
 ) -> Result<Option<Change>, FileError> {
     let current = patch::current_path(&file.elf, &file.dynamic).map_err(|e| file.foreign(e))?;
     report.old = current.map(|(v, _)| lossy(v));
     report.old_tag = current.map(|(_, t)| t);
-    let (opts, rule) = cfg.plan_options(file.elf.machine);
+    let append = match &cfg.dlopen_search {
+        Some(search) => super::dlopen_folders::folders_for(file, search, report, release)?,
+        None => Vec::new(),
+    };
+    let (opts, rule) = cfg.plan_options(file.elf.machine, append);
     report.driver_rule = Some(rule);
     report.driver_entry = Some(lossy(&opts.driver_entry));
     let (value, tag) = match runpath::plan(current, &opts) {

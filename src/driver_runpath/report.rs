@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::dlopen_folders::DlopenReport;
 use super::plan::DriverRule;
 use crate::elf::classify::Skip;
 use crate::elf::patch::Strategy;
@@ -79,6 +80,10 @@ pub struct FileReport {
     pub strategy: Option<Strategy>,
     /// Whether it was patched in place (else replaced through a rename).
     pub in_place: bool,
+    /// `--dlopen-search`, for a file that loads libraries by name: the
+    /// folders it needs and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dlopen: Option<DlopenReport>,
     /// Error class.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<ErrorKind>,
@@ -111,6 +116,7 @@ impl FileReport {
             tag: None,
             strategy: None,
             in_place: false,
+            dlopen: None,
             error_kind: None,
             error: None,
         }

@@ -24,6 +24,14 @@
 //!   is left alone when it already reads exactly so (a second run changes
 //!   nothing); "present anywhere" is not enough here, because the compat
 //!   folder only works in front of the driver's `libcuda.so`.
+//! - appended entries (`--dlopen-search`: the folders that hold a library
+//!   the file dlopens and cannot find otherwise) go **last**, after the old
+//!   entries, each once: the entries a maintainer wrote (and the driver
+//!   entry) keep their precedence, and an appended folder only serves the
+//!   names nothing before it provides. A file that already holds the driver
+//!   entry and every appended entry is left alone; one that holds the driver
+//!   entry but misses an appended entry gets only the missing entries at
+//!   the end (its old order, a compat folder in front included, is kept).
 
 /// Which dynamic tag holds the search path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -61,6 +69,9 @@ pub struct Options {
     pub replace_stubs: bool,
     /// Write DT_RPATH instead of DT_RUNPATH.
     pub force_rpath: bool,
+    /// Entries to append after the old ones, in this order, when absent
+    /// (the dlopen folders).
+    pub append_entries: Vec<Vec<u8>>,
 }
 
 /// The planner's verdict.
@@ -92,11 +103,21 @@ pub fn plan(current: Option<(&[u8], Tag)>, opts: &Options) -> Plan {
         None => Vec::new(),
     };
     let has_stub = opts.replace_stubs && old.iter().any(|e| is_stub_entry(e));
+    let missing: Vec<&[u8]> = opts
+        .append_entries
+        .iter()
+        .map(Vec::as_slice)
+        .filter(|e| !e.is_empty() && !old.contains(e))
+        .collect();
+    let mut wanted: Vec<&[u8]> = Vec::with_capacity(old.len() + 2 + missing.len());
     if !has_stub && opts.compat_entry.is_none() && old.contains(&driver) {
-        return Plan::Unchanged;
-    }
-    let mut wanted: Vec<&[u8]> = Vec::with_capacity(old.len() + 2);
-    if let Some(compat) = &opts.compat_entry {
+        if missing.is_empty() {
+            return Plan::Unchanged;
+        }
+        // The driver entry is present: its place (and a compat folder in
+        // front of it) is kept; only the missing folders are appended.
+        wanted.extend(old.iter().copied());
+    } else if let Some(compat) = &opts.compat_entry {
         // The stub entries go: the driver entry is already in front of them.
         wanted.push(compat);
         wanted.push(driver);
@@ -117,6 +138,7 @@ pub fn plan(current: Option<(&[u8], Tag)>, opts: &Options) -> Plan {
         wanted.push(driver);
         wanted.extend(old.iter().copied());
     }
+    wanted.extend(missing);
     let mut out: Vec<&[u8]> = Vec::with_capacity(wanted.len());
     for e in wanted {
         if !e.is_empty() && !out.contains(&e) {
@@ -144,6 +166,7 @@ mod tests {
             compat_entry: None,
             replace_stubs: false,
             force_rpath: false,
+            append_entries: Vec::new(),
         }
     }
 
@@ -235,6 +258,37 @@ mod tests {
             plan(Some((format!("{want}:/a").as_bytes(), Tag::Runpath)), &opts()),
             Plan::Unchanged
         );
+    }
+
+    #[test]
+    fn appended_entries_go_last_once_and_keep_the_old_order() {
+        let o = Options { append_entries: vec![b"/s/a".to_vec(), b"/s/b".to_vec()], ..opts() };
+        assert_eq!(set(plan(None, &o)).0, "/run/opengl-driver/lib:/s/a:/s/b");
+        assert_eq!(
+            set(plan(Some((b"$ORIGIN:/s/b", Tag::Rpath)), &o)),
+            ("/run/opengl-driver/lib:$ORIGIN:/s/b:/s/a".into(), Tag::Runpath)
+        );
+        // The driver entry present (a compat folder before it): only the
+        // missing folder is appended, nothing moves.
+        let cur = b"/compat:/run/opengl-driver/lib:/x";
+        assert_eq!(
+            set(plan(Some((cur, Tag::Runpath)), &o)).0,
+            format!("{}:/s/a:/s/b", "/compat:/run/opengl-driver/lib:/x")
+        );
+        // Everything present: left alone, whatever the order.
+        let cur = b"/s/b:/run/opengl-driver/lib:/s/a";
+        assert_eq!(plan(Some((cur, Tag::Runpath)), &o), Plan::Unchanged);
+        // With the compat folder: compat, driver, old, appended.
+        let c = Options { compat_entry: Some(b"/c".to_vec()), ..o.clone() };
+        assert_eq!(
+            set(plan(Some((b"/x", Tag::Runpath)), &c)).0,
+            "/c:/run/opengl-driver/lib:/x:/s/a:/s/b"
+        );
+        let done = b"/c:/run/opengl-driver/lib:/x:/s/a:/s/b";
+        assert_eq!(plan(Some((done, Tag::Runpath)), &c), Plan::Unchanged);
+        // An appended folder equal to the driver entry is not repeated.
+        let d = Options { append_entries: vec![b"/run/opengl-driver/lib".to_vec()], ..opts() };
+        assert_eq!(set(plan(None, &d)).0, "/run/opengl-driver/lib");
     }
 
     #[test]

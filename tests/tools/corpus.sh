@@ -45,6 +45,9 @@ sets=(
   "cudnn-full|nvidia-cudnn-cu13==9.19.0.56|*/libcudnn.so.9 */libcudnn_graph.so.9 */libcudnn_heuristic.so.9 */libcudnn_engines_runtime_compiled.so.9"
   "nvrtc13|nvidia-cuda-nvrtc==13.0.88|*/libnvrtc.so.13 */libnvrtc-builtins.so.13.0"
   "nccl|nvidia-nccl-cu13==2.28.9|*/libnccl.so.2"
+  # issue 21 (the dlopen fix on this machine): procps' libproc2 dlopens
+  # libnuma.so, then libnuma.so.1 (`ps -o numa`); this machine's own packages
+  "deb-dlopen|deb:amd64|libproc2-0 libnuma1"
 )
 wanted=("$@")
 ((${#wanted[@]})) || wanted=(curand12 curand13 cupy cufft)
@@ -102,8 +105,9 @@ wheel_for() {
 debs_for() {
   local arch=$1 dest=$2 tmp pkg
   shift 2
-  if ! dpkg --print-foreign-architectures | grep -qx "$arch" ||
-    ! apt-cache show "zlib1g:$arch" >/dev/null 2>&1; then
+  if [[ $arch != "$(dpkg --print-architecture)" ]] &&
+    { ! dpkg --print-foreign-architectures | grep -qx "$arch" ||
+      ! apt-cache show "zlib1g:$arch" >/dev/null 2>&1; }; then
     echo "corpus.sh: adding the $arch architecture to apt" >&2
     flock /var/lock/nch-apt.lock dpkg --add-architecture "$arch"
     flock /var/lock/nch-apt.lock apt-get -o APT::Sandbox::User=root update -qq >&2
