@@ -78,6 +78,18 @@ pub struct AuditArgs {
     /// "CUDA Version", e.g. 13.0).
     #[arg(long, value_name = "X.Y", conflicts_with_all = NOT_AUDIT)]
     pub driver_cuda: Option<String>,
+    /// Find the Nix store paths each file references, as Nix's scanner does,
+    /// located to the section and fatbin entry (docs/references.md). On by
+    /// default inside a build, for store paths, NAR files and caches.
+    #[arg(long, overrides_with = "no_references", conflicts_with_all = NOT_AUDIT)]
+    pub references: bool,
+    /// Do not look for store references (nor build-only ones).
+    #[arg(long, conflicts_with_all = NOT_AUDIT)]
+    pub no_references: bool,
+    /// A store path (or its base name) no file may reference: a
+    /// build-only-reference error (repeatable; turns --references on).
+    #[arg(long, value_name = "PATH", conflicts_with_all = NOT_AUDIT)]
+    pub forbid_reference: Vec<String>,
 }
 
 impl AuditArgs {

@@ -128,6 +128,9 @@ checks! {
     DriverVerdictUnknown = "driver-verdict-unknown", Warning, "",
         "with a driver given, the tool could not decide whether it runs the file: a static CUDA runtime whose version the file does not say, or a PTX ISA newer than the tool's table",
         "check by hand (cuobjdump -ptx shows .version; the build's cudaPackages set names the runtime), or update the tool";
+    BuildOnlyReference = "build-only-reference", Error, "reference",
+        "the file references a store path only the build needs (the CUDA compiler, a compiler wrapper, the driver stubs, a CUDA package's -dev/-static output, a forbidden path, the build folder): Nix keeps it in the runtime closure",
+        "remove the reference (the finding says whether remove-references-to -t PATH FILE can rewrite it safely), or build without it; docs/references.md";
 }
 
 impl CheckId {
@@ -173,6 +176,8 @@ pub enum Subject {
     Library(String),
     /// An architecture (`sm_86`, `compute_90`).
     Arch(String),
+    /// A referenced store path's name, without its hash (`cuda_nvcc-13.0`).
+    Reference(String),
 }
 
 impl Subject {
@@ -184,6 +189,7 @@ impl Subject {
             Subject::Entry(v) => Some(("entry", v)),
             Subject::Library(v) => Some(("library", v)),
             Subject::Arch(v) => Some(("arch", v)),
+            Subject::Reference(v) => Some(("reference", v)),
         }
     }
 
@@ -215,6 +221,7 @@ mod details {
             ("entry", Subject::Entry),
             ("library", Subject::Library),
             ("arch", Subject::Arch),
+            ("reference", Subject::Reference),
         ] {
             if let Some(v) = map.get(key) {
                 return Ok(make(text(v)));

@@ -33,6 +33,13 @@ pub struct Checks {
     pub sysroot: Option<PathBuf>,
     /// The driver the files must run on, if given.
     pub driver: Option<Driver>,
+    /// `--references`/`--no-references`, if given.
+    pub references: Option<bool>,
+    /// Paths no file may reference (`--forbid-reference`, the build's
+    /// disallowed references and requisites).
+    pub forbidden: Vec<String>,
+    /// Inside a build: `$NIX_BUILD_TOP`.
+    pub build_top: Option<String>,
 }
 
 impl Checks {
@@ -50,7 +57,41 @@ impl Checks {
             scan,
             driver: self.driver,
             resolver,
+            references: None,
         }
+    }
+}
+
+impl Checks {
+    /// The reference finding of a run over files named in `store_dir`:
+    /// `None` when off (`--no-references`, or by default unless
+    /// `default_on`: inside a build, for store paths, NAR files and caches).
+    /// `closure`: the paths a cache's closure holds, which Nix's own search
+    /// looks for; otherwise every path of the store folder.
+    pub fn reference_settings(
+        &self,
+        default_on: bool,
+        store_dir: &std::path::Path,
+        closure: Option<&[String]>,
+    ) -> Option<super::references::Settings> {
+        let on = self.references.unwrap_or(default_on || !self.forbidden.is_empty());
+        if !on {
+            return None;
+        }
+        let store = store_dir.to_string_lossy().trim_end_matches('/').to_string();
+        let candidates = match closure {
+            Some(paths) => {
+                crate::store::references::Candidates::paths(paths.iter().map(String::as_str))
+            }
+            None => crate::store::references::Candidates::StoreDir(store.clone()),
+        };
+        Some(super::references::Settings {
+            candidates,
+            store_dir: store,
+            forbidden: self.forbidden.clone(),
+            defaults: true,
+            build_top: self.build_top.clone(),
+        })
     }
 }
 
@@ -119,6 +160,16 @@ pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> 
         build_dirs: build_dirs(env),
         system_lib_dirs: flags.system_lib_dirs,
         sysroot: flags.sysroot.clone(),
+        references: match (flags.references, flags.no_references) {
+            (_, true) => Some(false),
+            (true, _) => Some(true),
+            _ => None,
+        },
+        forbidden: flags.forbid_reference.iter().cloned().chain(env.disallowed()).collect(),
+        build_top: env
+            .var("NIX_BUILD_TOP")
+            .map(|v| v.to_string_lossy().trim_end_matches('/').to_string())
+            .filter(|v| !v.is_empty()),
     })
 }
 

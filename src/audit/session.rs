@@ -142,10 +142,20 @@ impl Session {
             true => Resolver::default(),
             false => Resolver::with_mounts(sources.mounts.clone()),
         };
-        let policy = self.checks.policy(self.scan, store_dir, Arc::new(resolver));
+        let default_on = self.cache.is_some()
+            || paths.iter().any(|p| sources::is_nar_file(p) || in_store(p, &store_dir));
+        let references = self.checks.reference_settings(default_on, &store_dir, None);
+        let mut policy = self.checks.policy(self.scan, store_dir, Arc::new(resolver));
+        policy.references = references.map(Arc::new);
         let unsigned = self.cache.as_ref().is_some_and(|c| c.keys.is_empty());
         Ok(Prepared { sources, policy, unsigned, baseline: self.baseline })
     }
+}
+
+/// Whether `path` (links followed) lies in the store folder.
+fn in_store(path: &std::path::Path, store_dir: &std::path::Path) -> bool {
+    std::fs::canonicalize(path).is_ok_and(|p| p.starts_with(store_dir))
+        || path.starts_with(store_dir)
 }
 
 impl Prepared {

@@ -5,6 +5,7 @@
 mod coverage;
 mod driver;
 mod needed;
+mod references;
 mod runpath;
 #[cfg(test)]
 mod tests;
@@ -12,4 +13,5 @@ mod tests;
 pub use coverage::{capabilities, jetson, scan_coverage};
 pub use driver::{driver, isa_of, mixed_cudart, verdict};
 pub use needed::needed;
+pub use references::{build_only, why_build_only};
 pub use runpath::runpath;

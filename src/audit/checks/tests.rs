@@ -35,6 +35,7 @@ fn policy(caps: Option<&str>, forward_compat: bool) -> Policy {
         sysroot: None,
         driver: None,
         resolver: Default::default(),
+        references: None,
     }
 }
 
