@@ -40,6 +40,8 @@ pub struct Checks {
     pub forbidden: Vec<String>,
     /// Inside a build: `$NIX_BUILD_TOP`.
     pub build_top: Option<String>,
+    /// Inside a build: its outputs' base names.
+    pub outputs: Vec<String>,
 }
 
 impl Checks {
@@ -91,6 +93,7 @@ impl Checks {
             forbidden: self.forbidden.clone(),
             defaults: true,
             build_top: self.build_top.clone(),
+            outputs: self.outputs.clone(),
         })
     }
 }
@@ -170,6 +173,12 @@ pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> 
             .var("NIX_BUILD_TOP")
             .map(|v| v.to_string_lossy().trim_end_matches('/').to_string())
             .filter(|v| !v.is_empty()),
+        outputs: env
+            .outputs()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|o| o.path.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect(),
     })
 }
 

@@ -31,6 +31,9 @@ pub struct Settings {
     /// Inside a build: the build folder (`$NIX_BUILD_TOP`), which no output
     /// may name.
     pub build_top: Option<String>,
+    /// Inside a build: its outputs' base names, which reference each other
+    /// by design and are never build-only.
+    pub outputs: Vec<String>,
 }
 
 /// One reference, located.

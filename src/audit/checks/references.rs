@@ -80,7 +80,7 @@ pub fn build_only(
 ) {
     let mut seen: Vec<(&str, String)> = Vec::new();
     for r in refs {
-        if own.is_some_and(|o| o == r.base()) {
+        if own.is_some_and(|o| o == r.base()) || settings.outputs.iter().any(|o| o == r.base()) {
             continue;
         }
         let Some(why) = why_build_only(r, settings) else { continue };
