@@ -42,6 +42,8 @@ struct Built {
     store: PathBuf,
     lib: String,
     nvcc: String,
+    /// `app`: a script naming the library, and a link to nvcc.
+    app: String,
 }
 
 fn build() -> Built {
@@ -69,6 +71,13 @@ fn build() -> Built {
          -o $out/lib/libk.so $src\n",
     )
     .unwrap();
+    fs::write(
+        d.join("app.sh"),
+        "PATH=/usr/bin:/bin; mkdir -p $out/bin\n\
+         printf '#!/bin/sh\\nLD_PRELOAD=%s/lib/libk.so exec true\\n' $lib > $out/bin/run\n\
+         ln -s $nvcc/bin/nvcc $out/bin/nvcc\n",
+    )
+    .unwrap();
     let cu = "#include \\\"twice.cuh\\\"\\n__global__ void k(float *x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\\nextern \\\"C\\\" void run(float *x) { k<<<1, 32>>>(x); }\\n";
     let expr = format!(
         r#"let mk = name: script: attrs: derivation ({{
@@ -76,7 +85,8 @@ fn build() -> Built {
             args = [ "-e" "{d}/${{script}}" ];
           }} // attrs);
           nvcc = mk "cuda_nvcc-13.5" "nvcc.sh" {{}};
-      in [ (mk "libk" "lib.sh" {{ inherit nvcc; src = builtins.toFile "k.cu" "{cu}"; }}) nvcc ]"#,
+          lib = mk "libk" "lib.sh" {{ inherit nvcc; src = builtins.toFile "k.cu" "{cu}"; }};
+      in [ lib nvcc (mk "app" "app.sh" {{ inherit lib nvcc; }}) ]"#,
         d = d.display()
     );
     let options = ["sandbox", "false", "substituters", "", "build-users-group", ""];
@@ -87,8 +97,8 @@ fn build() -> Built {
     args.extend(["-E", &expr]);
     let built = nix(d, "nix-build", &args);
     let mut lines = built.lines().map(str::to_string);
-    let (lib, nvcc) = (lines.next().unwrap(), lines.next().unwrap());
-    Built { store: d.join("store"), dir, lib, nvcc }
+    let (lib, nvcc, app) = (lines.next().unwrap(), lines.next().unwrap(), lines.next().unwrap());
+    Built { store: d.join("store"), dir, lib, nvcc, app }
 }
 
 /// The audit's JSON (exit status, document) with `NIX_STORE` the throwaway store.
@@ -204,4 +214,117 @@ fn forbidden_references_are_errors() {
     assert!(subjects.contains("k.cu") && subjects.contains("cuda_nvcc-13.5"), "{subjects:?}");
     let (status, _) = audit(&b.store, &["--forbid-reference", &b.lib, &b.lib]);
     assert_eq!(status, Some(1), "nvcc still counts");
+}
+
+/// `nix why-depends --all`'s tree as the set of its edges (parent, child),
+/// read from the indentation of its lines.
+fn why_depends_edges(text: &str) -> BTreeSet<(String, String)> {
+    let mut stack: Vec<(usize, String)> = Vec::new();
+    let mut edges = BTreeSet::new();
+    for line in text.lines() {
+        // Nix colours the names even when not on a terminal.
+        let mut plain = String::new();
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                chars.by_ref().find(|&c| c == 'm');
+            } else {
+                plain.push(c);
+            }
+        }
+        let line = plain.as_str();
+        let Some(at) = line.find('/') else { continue };
+        let path: String = line[at..].split_whitespace().next().unwrap().to_string();
+        let depth = line[..at].chars().count();
+        while stack.last().is_some_and(|(d, _)| *d >= depth) {
+            stack.pop();
+        }
+        if let Some((_, parent)) = stack.last() {
+            edges.insert((parent.clone(), path.clone()));
+        }
+        stack.push((depth, path));
+    }
+    edges
+}
+
+/// A signed `file://` cache made by `nix copy` of `app`'s closure, with nvcc
+/// leaked into it twice (through the library's device code, and a link):
+/// `--why` names every chain from the cache alone, each hop with the file
+/// and section holding it, and its hops are the edges of `nix why-depends
+/// --all` on the realised paths. The realised store is moved away first.
+#[test]
+fn the_why_chain_from_a_cache_is_nix_why_depends() {
+    let b = build();
+    let d = b.dir.path();
+    let (sk, pk) = (d.join("k.sk"), d.join("k.pk"));
+    nix(
+        d,
+        "nix-store",
+        &["--generate-binary-cache-key", "test-1", sk.to_str().unwrap(), pk.to_str().unwrap()],
+    );
+    let cache = d.join("cache");
+    let to = format!("file://{}?compression=zstd&secret-key={}", cache.display(), sk.display());
+    nix(d, "nix", &["--extra-experimental-features", "nix-command", "copy", "--to", &to, &b.app]);
+    let tree = nix(
+        d,
+        "nix",
+        &["--extra-experimental-features", "nix-command", "why-depends", "--all", &b.app, &b.nvcc],
+    );
+    let expected = why_depends_edges(&tree);
+    let closure: BTreeSet<String> =
+        nix(d, "nix-store", &["-qR", &b.app]).lines().map(str::to_string).collect();
+    assert!(expected.len() >= 3, "{tree}");
+    let hidden = d.join("store-away");
+    fs::rename(&b.store, &hidden).unwrap();
+    let key = fs::read_to_string(&pk).unwrap();
+    let url = format!("file://{}", cache.display());
+    let (status, doc) = audit(
+        &b.store,
+        &[
+            "--substituter",
+            &url,
+            "--trusted-public-key",
+            key.trim(),
+            "--closure",
+            "--why",
+            "build-only",
+            &b.app,
+        ],
+    );
+    fs::rename(&hidden, &b.store).unwrap();
+    assert_eq!(status, Some(1), "nvcc is a build-only error: {doc:#}");
+    let chains = doc["chains"].as_array().unwrap();
+    let mut edges = BTreeSet::new();
+    for c in chains {
+        assert_eq!(c["target"], b.nvcc.as_str(), "{c:#}");
+        assert_eq!(c["build_only"], "the CUDA compiler");
+        for h in c["hops"].as_array().unwrap() {
+            edges.insert((
+                h["from"].as_str().unwrap().to_string(),
+                h["to"].as_str().unwrap().to_string(),
+            ));
+            let file = h["file"].as_str().unwrap_or_else(|| panic!("a hop without its file: {h}"));
+            assert!(file.starts_with(h["from"].as_str().unwrap()), "{h}");
+            assert!(h["place"].as_str().is_some(), "{h}");
+        }
+    }
+    assert_eq!(chains.len(), 2, "{chains:#?}");
+    assert_eq!(edges, expected, "nix why-depends --all:\n{tree}");
+    // The hop into nvcc from the library names the device code.
+    let into_nvcc = chains
+        .iter()
+        .flat_map(|c| c["hops"].as_array().unwrap())
+        .find(|h| h["from"] == b.lib.as_str() && h["to"] == b.nvcc.as_str())
+        .unwrap();
+    assert!(into_nvcc["place"].as_str().unwrap().contains(".nv_fatbin"), "{into_nvcc}");
+    // The sizes are the narinfo files' NarSize, and the shares add up.
+    let total = doc["total_nar_size"].as_u64().unwrap();
+    let paths = doc["paths"].as_array().unwrap();
+    let listed: BTreeSet<String> =
+        paths.iter().map(|p| p["path"].as_str().unwrap().to_string()).collect();
+    assert_eq!(listed, closure, "the closure is nix-store -qR's");
+    let sum: u64 = paths.iter().map(|p| p["nar_size"].as_u64().unwrap()).sum();
+    assert_eq!(sum, total);
+    let shares: f64 = paths.iter().map(|p| p["share"].as_f64().unwrap()).sum();
+    assert!((shares - 1.0).abs() < 1e-9);
 }

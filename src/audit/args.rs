@@ -90,6 +90,13 @@ pub struct AuditArgs {
     /// build-only-reference error (repeatable; turns --references on).
     #[arg(long, value_name = "PATH", conflicts_with_all = NOT_AUDIT)]
     pub forbid_reference: Vec<String>,
+    /// With --closure: why is PATH in the closure (repeatable; a store path,
+    /// its base name, its name without hash, or `build-only` for every
+    /// build-only path found). Prints, instead of the audit's report, the
+    /// closure's NAR sizes and every chain of references from the roots to
+    /// PATH, with the file and section holding each (docs/references.md).
+    #[arg(long, value_name = "PATH", requires = "closure")]
+    pub why: Vec<String>,
 }
 
 impl AuditArgs {
@@ -122,6 +129,7 @@ impl AuditArgs {
             keys: self.trusted_public_key.clone(),
             closure: self.closure,
             jobs: rayon::current_num_threads(),
+            keep_all: !self.why.is_empty(),
         })
     }
 }

@@ -21,6 +21,7 @@ pub mod roots;
 pub mod runtime;
 pub mod session;
 pub mod sources;
+pub mod why;
 
 pub use roots::{audit_paths, audit_roots, Root};
 
