@@ -140,6 +140,7 @@ pub fn scan_path(local: &Path, settings: &Settings) -> std::io::Result<Option<Ve
         return Ok(None);
     }
     let data = host::map(local)?;
+    data.sequential();
     let hits = settings.candidates.scan(&data, 0, &|done| data.release(done));
     let mut refs = if hits.is_empty() { Vec::new() } else { locate(&data, hits, settings) };
     refs.extend(build_top(&data, settings, None));
