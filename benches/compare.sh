@@ -7,7 +7,7 @@
 #   benches/compare.sh --quick         small inputs, few rounds: CI's smoke test
 #   PREVIOUS=DIR benches/compare.sh    also the audit against an earlier build's binaries
 #   benches/compare.sh --only LIST     only these sections (comma-separated):
-#                                      symlinks, runpath, cross, listing, audit, scaling, cache
+#                                      symlinks, runpath, cross, listing, audit, references, scaling, cache
 #
 # Inputs are generated or downloaded (pinned) into .cache/bench (ignored by
 # git); the test corpus comes from tests/tools/corpus.sh (.cache/corpus). The
@@ -21,12 +21,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 quick=false
-only=symlinks,runpath,cross,listing,audit,scaling,cache
+only=symlinks,runpath,cross,listing,audit,references,scaling,cache
 while (($#)); do
   case $1 in
     --quick) quick=true ;;
     --only) only=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,scaling,cache]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,references,scaling,cache]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -415,6 +415,27 @@ if want audit && need_corpus; then
     note "cold rows skipped under --quick"
   elif ! $can_drop; then
     note "cold rows not measured: the page cache cannot be dropped here (needs root and a writable /proc/sys/vm/drop_caches)"
+  fi
+fi
+
+# ---- references ----------------------------------------------------------------------
+# Reference finding (docs/references.md) reads every byte of every file, where
+# the default audit reads headers: its added cost is the audit with
+# --references ("ours") against the same audit without ("anchor"); the ratio
+# is anchor/ours (0.80x = 25% added). Off by default for such a corpus (no
+# store paths); on inside builds, for store paths and for caches.
+if want references && need_corpus; then
+  mapfile -t files < <(corpus_files)
+  size="corpus: ${#files[@]} files, $(mb "${files[@]}")"
+  r=5
+  $quick && r=2
+  compare "audit --references vs the audit without, warm" "$size" "$r" "$r" "cuda-elf-inspect (no reference finding)" \
+    -- "$bin/cuda-elf-inspect" --references "${corpus_dirs[@]}" \
+    -- "$bin/cuda-elf-inspect" --no-references "${corpus_dirs[@]}"
+  if ! $quick && $can_drop; then
+    SETUP=cold WARMUP=false compare "audit --references vs the audit without, cold" "$size" "$r" "$r" "cuda-elf-inspect (no reference finding)" \
+      -- "$bin/cuda-elf-inspect" --references "${corpus_dirs[@]}" \
+      -- "$bin/cuda-elf-inspect" --no-references "${corpus_dirs[@]}"
   fi
 fi
 

@@ -10,6 +10,14 @@
 #                             set's, substituted by nix/hooks.nix)
 #   cudaForwardCompat         expect PTX for the last capability ("1"/"")
 #   cudaElfInspectFlags       extra flags (e.g. --system-lib-dirs)
+#   cudaElfInspectBaseline    a baseline file (--write-baseline): only findings
+#                             not in it fail the build (the ratchet for
+#                             existing build-only references, see
+#                             docs/references.md)
+#   cudaElfInspectForbidReferences
+#                             store paths no output may reference, besides
+#                             disallowedReferences/disallowedRequisites and the
+#                             reviewed build-only set (build-only-reference)
 
 if (("${cudaElfInspectHookInstalled:-0}" > 0)); then
   nixInfoLog "skipping because the hook has been propagated more than once"
@@ -71,6 +79,12 @@ cudaElfInspect() {
   [[ -n $caps ]] && flags+=(--cuda-capabilities "$caps")
   if [[ -n $fwd && $fwd != 0 && $fwd != false ]]; then flags+=(--forward-compat); else flags+=(--no-forward-compat); fi
   [[ -n $version ]] && flags+=(--cuda-version "$version")
+  [[ -n ${cudaElfInspectBaseline-} ]] && flags+=(--baseline "$cudaElfInspectBaseline")
+  local forbid
+  # shellcheck disable=SC2068 # a list attribute: an array, or words of a string
+  for forbid in ${cudaElfInspectForbidReferences[@]-}; do
+    flags+=(--forbid-reference "$forbid")
+  done
   # shellcheck disable=SC2206 # word splitting of user flags is intended
   flags+=(${cudaElfInspectFlags[*]-})
 

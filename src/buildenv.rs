@@ -200,6 +200,41 @@ impl BuildEnv {
         self.var("TMPDIR").filter(|v| !v.is_empty())
     }
 
+    /// The store paths the build's outputs may not reference: Nix's
+    /// `disallowedReferences` and `disallowedRequisites`, as stdenv passes
+    /// them (environment variables of space-separated paths; with structured
+    /// attributes, lists at the top level or per output under `outputChecks`).
+    pub fn disallowed(&self) -> Vec<String> {
+        const KEYS: [&str; 2] = ["disallowedReferences", "disallowedRequisites"];
+        let mut out: Vec<String> = Vec::new();
+        let mut list = |v: &Value| {
+            if let Value::Array(items) = v {
+                out.extend(items.iter().filter_map(|i| i.as_str().map(str::to_string)));
+            }
+        };
+        match &self.structured {
+            Some(map) => {
+                KEYS.iter().filter_map(|k| map.get(*k)).for_each(&mut list);
+                if let Some(Value::Object(checks)) = map.get("outputChecks") {
+                    for per in checks.values() {
+                        KEYS.iter().filter_map(|k| per.get(*k)).for_each(&mut list);
+                    }
+                }
+            }
+            None => {
+                for k in KEYS {
+                    if let Some(v) = self.var(k) {
+                        let text = v.to_string_lossy().into_owned();
+                        out.extend(text.split_ascii_whitespace().map(str::to_string));
+                    }
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// `$NIX_STORE`, or `/nix/store` outside a build.
     pub fn store_dir(&self) -> OsString {
         self.var("NIX_STORE").filter(|v| !v.is_empty()).unwrap_or_else(|| "/nix/store".into())
@@ -262,6 +297,26 @@ mod tests {
         assert!(env.flag("dontCheckForBrokenSymlinks"));
         assert!(!env.flag("other"));
         assert!(!env.flag("absent"));
+    }
+
+    #[test]
+    fn disallowed_references_come_from_variables_or_output_checks() {
+        let env = BuildEnv::from_vars(vars(&[
+            ("disallowedReferences", "/nix/store/a-x  /nix/store/b-y"),
+            ("disallowedRequisites", "/nix/store/a-x"),
+        ]))
+        .unwrap();
+        assert_eq!(env.disallowed(), ["/nix/store/a-x", "/nix/store/b-y"]);
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join(".attrs.json");
+        std::fs::write(
+            &json,
+            r#"{"outputs":{"out":"/o"},"outputChecks":{"out":{"disallowedReferences":["/nix/store/c-z"]},"dev":{"disallowedRequisites":["/nix/store/d-w"]}}}"#,
+        )
+        .unwrap();
+        let env =
+            BuildEnv::from_vars(vars(&[("NIX_ATTRS_JSON_FILE", json.to_str().unwrap())])).unwrap();
+        assert_eq!(env.disallowed(), ["/nix/store/c-z", "/nix/store/d-w"]);
     }
 
     #[test]

@@ -82,6 +82,25 @@ pub struct AuditArgs {
     /// dlopen are not searched for the libraries they load (docs/dlopen.md).
     #[arg(long, conflicts_with_all = NOT_AUDIT)]
     pub no_dlopen: bool,
+    /// Find the Nix store paths each file references, as Nix's scanner does,
+    /// located to the section and fatbin entry (docs/references.md). On by
+    /// default inside a build, for store paths, NAR files and caches.
+    #[arg(long, overrides_with = "no_references", conflicts_with_all = NOT_AUDIT)]
+    pub references: bool,
+    /// Do not look for store references (nor build-only ones).
+    #[arg(long, conflicts_with_all = NOT_AUDIT)]
+    pub no_references: bool,
+    /// A store path (or its base name) no file may reference: a
+    /// build-only-reference error (repeatable; turns --references on).
+    #[arg(long, value_name = "PATH", conflicts_with_all = NOT_AUDIT)]
+    pub forbid_reference: Vec<String>,
+    /// With --closure: why is PATH in the closure (repeatable; a store path,
+    /// its base name, its name without hash, or `build-only` for every
+    /// build-only path found). Prints, instead of the audit's report, the
+    /// closure's NAR sizes and every chain of references from the roots to
+    /// PATH, with the file and section holding each (docs/references.md).
+    #[arg(long, value_name = "PATH", requires = "closure")]
+    pub why: Vec<String>,
 }
 
 impl AuditArgs {
@@ -114,6 +133,7 @@ impl AuditArgs {
             keys: self.trusted_public_key.clone(),
             closure: self.closure,
             jobs: rayon::current_num_threads(),
+            keep_all: !self.why.is_empty(),
         })
     }
 }

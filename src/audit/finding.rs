@@ -140,6 +140,9 @@ checks! {
     DlopenResolved = "dlopen-resolved", Info, "library",
         "a library the file loads with dlopen, and where the loader finds it: facts for a CI to diff, not a problem",
         "nothing to fix";
+    BuildOnlyReference = "build-only-reference", Error, "reference",
+        "the file references a store path only the build needs (the CUDA compiler, a compiler wrapper, the driver stubs, a CUDA package's -dev/-static output, a forbidden path, the build folder): Nix keeps it in the runtime closure",
+        "remove the reference (the finding says whether remove-references-to -t PATH FILE can rewrite it safely), or build without it; docs/references.md";
 }
 
 impl CheckId {
@@ -185,6 +188,8 @@ pub enum Subject {
     Library(String),
     /// An architecture (`sm_86`, `compute_90`).
     Arch(String),
+    /// A referenced store path's name, without its hash (`cuda_nvcc-13.0`).
+    Reference(String),
 }
 
 impl Subject {
@@ -196,6 +201,7 @@ impl Subject {
             Subject::Entry(v) => Some(("entry", v)),
             Subject::Library(v) => Some(("library", v)),
             Subject::Arch(v) => Some(("arch", v)),
+            Subject::Reference(v) => Some(("reference", v)),
         }
     }
 
@@ -227,6 +233,7 @@ mod details {
             ("entry", Subject::Entry),
             ("library", Subject::Library),
             ("arch", Subject::Arch),
+            ("reference", Subject::Reference),
         ] {
             if let Some(v) = map.get(key) {
                 return Ok(make(text(v)));

@@ -17,10 +17,12 @@ pub mod failure;
 pub mod finding;
 pub mod linkage;
 pub mod policy;
+pub mod references;
 pub mod roots;
 pub mod runtime;
 pub mod session;
 pub mod sources;
+pub mod why;
 
 pub use roots::{audit_paths, audit_roots, Root};
 
@@ -75,6 +77,9 @@ pub struct Policy {
     /// Library resolution, shared by the files of a run (it remembers what
     /// it has probed).
     pub resolver: std::sync::Arc<crate::audit::linkage::Resolver>,
+    /// Reference finding and the build-only set (docs/references.md);
+    /// `None`: store references are not looked for.
+    pub references: Option<std::sync::Arc<references::Settings>>,
 }
 
 /// Everything the audit learned about one file.
@@ -103,6 +108,9 @@ pub struct FileFacts {
     /// With a driver given: the CUDA runtime the file needs, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime: Option<runtime::Runtime>,
+    /// With reference finding on: the store paths the file references, located.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<references::Reference>,
 }
 
 /// Which code covers one requested capability.
@@ -251,6 +259,7 @@ pub fn audit_file_at(local: &Path, path: &Path, shown: &Path, policy: &Policy) -
         damage: examined.read.damage,
         coverage: Vec::new(),
         runtime: None,
+        references: Vec::new(),
     };
     facts.damage.extend(dev.decode_errors.iter().cloned());
     let mut findings = Vec::new();
@@ -361,4 +370,7 @@ pub struct Audit {
     pub findings: Vec<Finding>,
     /// Files and folders that could not be examined.
     pub failures: Vec<Failure>,
+    /// With reference finding on: every file's references (object files or
+    /// not, links too), by the path shown, sorted.
+    pub references: Vec<(PathBuf, references::Reference)>,
 }

@@ -38,6 +38,15 @@ pub struct Checks {
     pub own_outputs: Vec<PathBuf>,
     /// Run the dlopen pass (not `--no-dlopen`).
     pub dlopen: bool,
+    /// `--references`/`--no-references`, if given.
+    pub references: Option<bool>,
+    /// Paths no file may reference (`--forbid-reference`, the build's
+    /// disallowed references and requisites).
+    pub forbidden: Vec<String>,
+    /// Inside a build: `$NIX_BUILD_TOP`.
+    pub build_top: Option<String>,
+    /// Inside a build: its outputs' base names.
+    pub outputs: Vec<String>,
 }
 
 impl Checks {
@@ -57,7 +66,42 @@ impl Checks {
             own_outputs: self.own_outputs,
             dlopen: self.dlopen,
             resolver,
+            references: None,
         }
+    }
+}
+
+impl Checks {
+    /// The reference finding of a run over files named in `store_dir`:
+    /// `None` when off (`--no-references`, or by default unless
+    /// `default_on`: inside a build, for store paths, NAR files and caches).
+    /// `closure`: the paths a cache's closure holds, which Nix's own search
+    /// looks for; otherwise every path of the store folder.
+    pub fn reference_settings(
+        &self,
+        default_on: bool,
+        store_dir: &std::path::Path,
+        closure: Option<&[String]>,
+    ) -> Option<super::references::Settings> {
+        let on = self.references.unwrap_or(default_on || !self.forbidden.is_empty());
+        if !on {
+            return None;
+        }
+        let store = store_dir.to_string_lossy().trim_end_matches('/').to_string();
+        let candidates = match closure {
+            Some(paths) => {
+                crate::store::references::Candidates::paths(paths.iter().map(String::as_str))
+            }
+            None => crate::store::references::Candidates::StoreDir(store.clone()),
+        };
+        Some(super::references::Settings {
+            candidates,
+            store_dir: store,
+            forbidden: self.forbidden.clone(),
+            defaults: true,
+            build_top: self.build_top.clone(),
+            outputs: self.outputs.clone(),
+        })
     }
 }
 
@@ -128,6 +172,22 @@ pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> 
         sysroot: flags.sysroot.clone(),
         own_outputs: own_outputs(env),
         dlopen: !flags.no_dlopen,
+        references: match (flags.references, flags.no_references) {
+            (_, true) => Some(false),
+            (true, _) => Some(true),
+            _ => None,
+        },
+        forbidden: flags.forbid_reference.iter().cloned().chain(env.disallowed()).collect(),
+        build_top: env
+            .var("NIX_BUILD_TOP")
+            .map(|v| v.to_string_lossy().trim_end_matches('/').to_string())
+            .filter(|v| !v.is_empty()),
+        outputs: env
+            .outputs()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|o| o.path.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect(),
     })
 }
 

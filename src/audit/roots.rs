@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use super::failure::{self, Failure};
-use super::{audit_file, audit_file_at, checks, Audit, FileOutcome, Policy};
+use super::references::{self, Reference};
+use super::{audit_file_at, checks, Audit, FileOutcome, Policy};
 use crate::fs::typed::{self, Follow};
 use crate::fs::walk;
 
@@ -36,8 +37,44 @@ pub enum Root {
 }
 
 /// One examined file: the path shown, its stable location for baselines,
-/// and the outcome.
-type Examined = (PathBuf, String, FileOutcome);
+/// the outcome, and its store references (with reference finding on).
+type Examined = (PathBuf, String, FileOutcome, Refs);
+
+/// A file's or link's store references and its own store path's base name
+/// (never build-only), or why they could not be read.
+type Refs = Result<(Vec<Reference>, Option<String>), Failure>;
+
+/// Examines one entry of a walk (or a root): a regular file is audited, and
+/// with reference finding on a file or link is scanned for references.
+/// `None`: nothing to examine (a folder, a link with reference finding off).
+fn examine(
+    local: &Path,
+    logical: &Path,
+    shown: &Path,
+    file_type: std::fs::FileType,
+    policy: &Policy,
+) -> Option<(FileOutcome, Refs)> {
+    let is_file = file_type.is_file();
+    let link = file_type.is_symlink() && policy.references.is_some();
+    if !(is_file || link) {
+        return None;
+    }
+    let outcome = if is_file { audit_file_at(local, logical, shown, policy) } else { Ok(None) };
+    let refs = match (&policy.references, &outcome) {
+        (Some(settings), Ok(_)) => references::scan_path(local, settings)
+            .map(|r| (r.unwrap_or_default(), own_base(logical, &settings.store_dir)))
+            .map_err(|e| Failure::io(shown, &e)),
+        // A file that could not be read fails once, as the audit says.
+        _ => Ok((Vec::new(), None)),
+    };
+    Some((outcome, refs))
+}
+
+/// The base name of the store path `path` lies in, if any.
+fn own_base(path: &Path, store_dir: &str) -> Option<String> {
+    let rest = path.strip_prefix(store_dir).ok()?;
+    rest.components().next().map(|c| c.as_os_str().to_string_lossy().into_owned())
+}
 
 /// Audits roots: [`audit_paths`]'s walk, with mounted store paths read from
 /// their local copies and reported exactly as the realised paths would be.
@@ -54,10 +91,29 @@ pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
         }
     }
     let mut cudart = Vec::new();
-    for (shown, location, outcome) in outcomes {
+    for (shown, location, outcome, refs) in outcomes {
+        let refs = match refs {
+            Ok((refs, own)) => {
+                if let Some(settings) = &policy.references {
+                    let mut found = Vec::new();
+                    checks::build_only(&shown, own.as_deref(), &refs, settings, &mut found);
+                    audit.findings.extend(found.into_iter().map(|mut f| {
+                        f.location = Some(location.clone());
+                        f
+                    }));
+                }
+                refs
+            }
+            Err(e) => {
+                audit.failures.push(e);
+                Vec::new()
+            }
+        };
+        audit.references.extend(refs.iter().map(|r| (shown.clone(), r.clone())));
         match outcome {
             Ok(Some((mut facts, findings))) => {
                 facts.path = shown.clone();
+                facts.references = refs;
                 audit.findings.extend(findings.into_iter().map(|mut f| {
                     f.path = shown.clone();
                     f.location = Some(location.clone());
@@ -72,6 +128,7 @@ pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
     }
     checks::mixed_cudart(&cudart, &mut audit.findings);
     audit.files.sort_by(|a, b| a.path.cmp(&b.path));
+    audit.references.sort_by(|a, b| (&a.0, a.1.offset).cmp(&(&b.0, b.1.offset)));
     failure::sort(&mut audit.failures);
     audit
 }
@@ -100,19 +157,23 @@ fn path_root(
     if typed.is_dir {
         let rel = |p: &Path| p.strip_prefix(root).map(Path::to_path_buf).unwrap_or_default();
         let walked = walk::walk(root, &walk::Options::default(), |p, kind| {
-            kind.file_type.is_file().then(|| audit_file(p, &typed.shown(p), policy))
+            examine(p, p, &typed.shown(p), kind.file_type, policy)
         });
         failures.extend(walked.errors.iter().map(Failure::from));
         let base = root_name(root);
-        for (p, outcome) in walked.items {
+        for (p, (outcome, refs)) in walked.items {
             let location = Path::new(&base).join(rel(&p)).to_string_lossy().into_owned();
-            outcomes.push((typed.shown(&p), location, outcome));
+            outcomes.push((typed.shown(&p), location, outcome, refs));
         }
     } else {
         // Files found by the walk below a real root are real already
         // (links inside folders are not followed).
-        let outcome = audit_file(root, path, policy);
-        outcomes.push((path.to_path_buf(), root_name(root), outcome));
+        let kind = std::fs::symlink_metadata(root).map(|m| m.file_type());
+        let examined = kind.ok().and_then(|k| examine(root, root, path, k, policy));
+        // Not a file (a FIFO, a device): the audit says why, as before.
+        let (outcome, refs) = examined
+            .unwrap_or_else(|| (super::audit_file(root, path, policy), Ok((Vec::new(), None))));
+        outcomes.push((path.to_path_buf(), root_name(root), outcome, refs));
     }
 }
 
@@ -138,10 +199,8 @@ fn mounted_root(
     if meta.is_dir() {
         let rel = |p: &Path| p.strip_prefix(local).map(Path::to_path_buf).unwrap_or_default();
         let walked = walk::walk(local, &walk::Options::default(), |p, kind| {
-            kind.file_type.is_file().then(|| {
-                let shown = logical.join(rel(p));
-                audit_file_at(p, &shown, &shown, policy)
-            })
+            let shown = logical.join(rel(p));
+            examine(p, &shown, &shown, kind.file_type, policy)
         });
         failures.extend(walked.errors.iter().map(|e| {
             let failure = Failure::from(e);
@@ -150,13 +209,14 @@ fn mounted_root(
                 None => failure,
             }
         }));
-        for (p, outcome) in walked.items {
+        for (p, (outcome, refs)) in walked.items {
             let location = Path::new(name).join(rel(&p)).to_string_lossy().into_owned();
-            outcomes.push((logical.join(rel(&p)), location, outcome));
+            outcomes.push((logical.join(rel(&p)), location, outcome, refs));
         }
     } else if meta.is_file() {
-        let outcome = audit_file_at(local, logical, logical, policy);
-        outcomes.push((logical.clone(), name.to_string(), outcome));
+        if let Some((outcome, refs)) = examine(local, logical, logical, meta.file_type(), policy) {
+            outcomes.push((logical.clone(), name.to_string(), outcome, refs));
+        }
     } else if meta.file_type().is_symlink() {
         // Rare (`nix-store --add` of a link); its target is a
         // path of its own: say so rather than audit nothing.

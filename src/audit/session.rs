@@ -56,6 +56,8 @@ pub struct Session {
 /// A session whose sources are ready, with the policy made for them.
 #[derive(Debug)]
 pub struct Prepared {
+    /// With a cache: the closure as its narinfo files describe it.
+    pub nodes: Vec<super::why::Node>,
     sources: Sources,
     policy: Policy,
     unsigned: bool,
@@ -143,10 +145,38 @@ impl Session {
             true => Resolver::default(),
             false => Resolver::with_mounts(sources.mounts.clone()),
         };
-        let policy = self.checks.policy(self.scan, store_dir, Arc::new(resolver));
+        let default_on = self.cache.is_some()
+            || paths.iter().any(|p| sources::is_nar_file(p) || in_store(p, &store_dir));
+        let store_text = store_dir.to_string_lossy().trim_end_matches('/').to_string();
+        let nodes: Vec<super::why::Node> = sources
+            .infos
+            .iter()
+            .map(|i| super::why::Node {
+                path: i.store_path.clone(),
+                nar_size: i.nar_size,
+                references: i
+                    .references
+                    .iter()
+                    .map(|r| format!("{store_text}/{r}"))
+                    .filter(|r| *r != i.store_path)
+                    .collect(),
+            })
+            .collect();
+        // A closure's paths are the candidates Nix itself would scan for.
+        let closure: Vec<String> = nodes.iter().map(|n| n.path.clone()).collect();
+        let closure = (self.cache.as_ref().is_some_and(|c| c.closure)).then_some(&closure[..]);
+        let references = self.checks.reference_settings(default_on, &store_dir, closure);
+        let mut policy = self.checks.policy(self.scan, store_dir, Arc::new(resolver));
+        policy.references = references.map(Arc::new);
         let unsigned = self.cache.as_ref().is_some_and(|c| c.keys.is_empty());
-        Ok(Prepared { sources, policy, unsigned, baseline: self.baseline })
+        Ok(Prepared { nodes, sources, policy, unsigned, baseline: self.baseline })
     }
+}
+
+/// Whether `path` (links followed) lies in the store folder.
+fn in_store(path: &std::path::Path, store_dir: &std::path::Path) -> bool {
+    std::fs::canonicalize(path).is_ok_and(|p| p.starts_with(store_dir))
+        || path.starts_with(store_dir)
 }
 
 impl Prepared {
@@ -155,6 +185,11 @@ impl Prepared {
     /// otherwise, so the front end says it.
     pub fn signatures_unchecked(&self) -> bool {
         self.unsigned
+    }
+
+    /// Reference finding's settings, when it is on.
+    pub fn reference_settings(&self) -> Option<Arc<super::references::Settings>> {
+        self.policy.references.clone()
     }
 
     /// Audits the sources (their unpacked copies are removed after), then

@@ -32,6 +32,9 @@ pub struct CacheArgs {
     pub closure: bool,
     /// Transfers at a time.
     pub jobs: usize,
+    /// Unpack every file, not only object files (`--why`: the files that
+    /// hold each reference are named).
+    pub keep_all: bool,
 }
 
 /// Why the arguments cannot be turned into roots at all (a single store
@@ -68,6 +71,8 @@ pub struct Sources {
     /// With `--substituter`: the cache's store folder, which the audit uses
     /// as the store (the paths are named in it).
     pub store_dir: Option<PathBuf>,
+    /// With `--substituter`: the narinfo of each store path fetched.
+    pub infos: Vec<crate::store::narinfo::NarInfo>,
     /// Keeps the unpacked copies until the audit is done.
     _tmp: Option<crate::store::scratch::Scratch>,
 }
@@ -130,7 +135,7 @@ fn from_files(paths: &[PathBuf], store_dir: &Path) -> Result<Sources, SourceErro
     // NAR cannot point the resolver at host files).
     let only_nars = roots.iter().all(|r| !matches!(r, Root::Path(_)));
     let mounts = Mounts::of_files(mounts, store_dir.to_path_buf()).sealed(only_nars);
-    Ok(Sources { roots, mounts, store_dir: None, _tmp: tmp })
+    Ok(Sources { roots, mounts, store_dir: None, infos: Vec::new(), _tmp: tmp })
 }
 
 /// A store path or NAR file that could not be read, as a failure on the
@@ -187,19 +192,18 @@ fn from_cache(
         let paths = done.fetch_add(1, Ordering::Relaxed) + 1;
         progress(Progress { paths, bytes: bytes.load(Ordering::Relaxed) });
     };
-    let fetched = cache.fetch_all(
-        &wanted,
-        args.closure,
-        tmp.path(),
-        &super::interesting,
-        args.jobs.max(1),
-        &report,
-    );
+    let keep_all = |_: &[u8]| true;
+    let keep: &(dyn Fn(&[u8]) -> bool + Sync) =
+        if args.keep_all { &keep_all } else { &super::interesting };
+    let fetched =
+        cache.fetch_all(&wanted, args.closure, tmp.path(), keep, args.jobs.max(1), &report);
     let mut roots = Vec::new();
     let mut mounts = Vec::new();
+    let mut infos = Vec::new();
     for (path, result) in fetched {
         match result {
-            Ok(_) => {
+            Ok(fetched) => {
+                infos.push(fetched.info);
                 let base = cache.base_name(&path).unwrap_or_default().to_string();
                 let mount = Mount {
                     logical: PathBuf::from(&path),
@@ -216,6 +220,7 @@ fn from_cache(
         roots,
         mounts: Mounts::of_cache(mounts, store_dir.clone()),
         store_dir: Some(store_dir),
+        infos,
         _tmp: Some(tmp),
     })
 }

@@ -202,6 +202,9 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
             "cuda-elf-inspect: no --trusted-public-key: narinfo signatures were not checked (NarHash and NarSize were)"
         );
     }
+    if !args.audit.why.is_empty() {
+        return why(args, prepared);
+    }
     let (audit, baselined) = match prepared.finish()? {
         Outcome::BaselineWritten { path, findings, failures } => {
             eprintln!("cuda-elf-inspect: wrote {findings} findings to {}", path.display());
@@ -227,6 +230,32 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
     if !log.in_build() {
         say_failures(&report.failures);
     }
+    Ok(report.exit_status())
+}
+
+/// `--why`: the closure's sizes and chains, in text or JSON; the exit status
+/// is the audit's (its findings are not printed).
+fn why(args: &Args, prepared: crate::audit::session::Prepared) -> anyhow::Result<ExitStatus> {
+    use crate::audit::{why, Audit};
+    let nodes = prepared.nodes.clone();
+    let settings = prepared.reference_settings();
+    let (audit, baselined) = match prepared.finish()? {
+        Outcome::Audited { audit, baselined } => (audit, baselined),
+        Outcome::BaselineWritten { failures, .. } => (Audit { failures, ..Audit::default() }, 0),
+    };
+    let roots: Vec<String> = args.paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let answer = why::answer(&roots, &nodes, &args.audit.why, &audit, settings.as_deref());
+    let mut out = io::stdout().lock();
+    match args.format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, &answer)?;
+            writeln!(out)?;
+        }
+        _ => why::write_text(&mut out, &answer)?,
+    }
+    out.flush()?;
+    say_failures(&audit.failures);
+    let report = Report::new(audit.files, audit.findings, audit.failures, baselined);
     Ok(report.exit_status())
 }
 

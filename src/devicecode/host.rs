@@ -401,6 +401,15 @@ impl From<memmap2::Mmap> for Mapped {
 }
 
 impl Mapped {
+    /// Hints that the whole map is read once, in order (reference finding
+    /// reads every byte): read-ahead, which [`map_file`]'s random-access hint
+    /// turns off for the header reads. A hint; failure changes nothing.
+    pub fn sequential(&self) {
+        if let Some(map) = &self.0 {
+            let _ = map.advise(memmap2::Advice::Sequential);
+        }
+    }
+
     /// Drops the pages of `part` (a slice of this map) from the resident
     /// set; they are read again from the file if touched. Used while walking
     /// large fatbin sections (see [`parse_with`]). A no-op for other slices.

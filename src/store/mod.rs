@@ -17,4 +17,5 @@ pub mod mounts;
 pub mod nar;
 pub mod narinfo;
 pub mod readahead;
+pub mod references;
 pub mod scratch;

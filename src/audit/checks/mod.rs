@@ -6,6 +6,7 @@ mod coverage;
 mod dlopen;
 mod driver;
 mod needed;
+mod references;
 mod runpath;
 #[cfg(test)]
 mod tests;
@@ -14,4 +15,5 @@ pub use coverage::{capabilities, jetson, scan_coverage};
 pub use dlopen::dlopen;
 pub use driver::{driver, isa_of, mixed_cudart, verdict};
 pub use needed::needed;
+pub use references::{build_only, why_build_only};
 pub use runpath::runpath;

@@ -37,6 +37,7 @@ fn policy(caps: Option<&str>, forward_compat: bool) -> Policy {
         driver: None,
         dlopen: true,
         resolver: Default::default(),
+        references: None,
     }
 }
 
