@@ -68,7 +68,7 @@ pub fn scan(
     elf: &crate::elf::Elf<'_>,
     loader: &DynamicFacts,
     local: &Path,
-    release: &dyn Fn(&[u8]),
+    release: &(dyn Fn(&[u8]) + Sync),
 ) -> Scan {
     if !loader.dynamic {
         return Scan::default();

@@ -77,7 +77,7 @@ pub fn read<'a>(
         let containers = match scan {
             Scan::Full => traverse::scan(data, object, &mut |p| release(p)),
             _ => {
-                let sections = traverse::found_sections(data, object);
+                let sections = traverse::found_sections(data, object, &|p| release(p));
                 traverse::scan_sections(data, &sections, &mut |p| release(p))
             }
         };

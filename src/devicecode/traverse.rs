@@ -209,16 +209,30 @@ pub const SAMPLE_STRIDE: u64 = 1 << 20;
 /// than the stride and the window always has a window inside it, and a
 /// window inside it holds a container's start when its containers are
 /// no larger than a window. About 6% of the data bytes are read.
-pub fn found_sections(data: &[u8], object: &Object<'_>) -> Vec<(u64, u64)> {
+///
+/// Each window's pages are given to `release` once searched: the kernel
+/// may map a whole large folio (up to 2 MiB) for a 64 KiB window, so
+/// without it a 150 MB section sampled every MiB stays mapped whole.
+pub fn found_sections(
+    data: &[u8],
+    object: &Object<'_>,
+    release: &dyn Fn(&[u8]),
+) -> Vec<(u64, u64)> {
     probed_sections(object)
         .into_iter()
         .filter(|&(start, end)| {
-            let windows: Vec<(u64, u64)> = (0..)
+            (0..)
                 .map(|i: u64| start.saturating_add(i.saturating_mul(SAMPLE_STRIDE)))
                 .take_while(|&at| at < end)
                 .map(|at| probe_window((at, end)))
-                .collect();
-            crate::fatbin::container::probe(data, &windows).is_some()
+                .any(|window| {
+                    let found = crate::fatbin::container::probe(data, &[window]).is_some();
+                    let (from, to) = (window.0 as usize, (window.1 as usize).min(data.len()));
+                    if let Some(part) = data.get(from..to) {
+                        release(part);
+                    }
+                    found
+                })
         })
         .collect()
 }

@@ -173,7 +173,7 @@ pub fn scan(
     elf: &Elf<'_>,
     soname: Option<&str>,
     version: Option<&str>,
-    release: &dyn Fn(&[u8]),
+    release: &(dyn Fn(&[u8]) + Sync),
 ) -> Scan {
     let Some(imports) = symbols::imports(elf) else { return Scan::default() };
     let mut out = Scan { imports: Some(imports), ..Scan::default() };

@@ -76,38 +76,95 @@ pub fn sections<'a>(elf: &Elf<'a>) -> Vec<(String, &'a [u8])> {
         .collect()
 }
 
+/// Sections are searched in stretches of this many bytes, in parallel
+/// (cuBLASLt's `.rodata` is 57 MB, cuDNN's heuristic library's 48 MB: one
+/// thread each would be the audit's critical path).
+const STRETCH: usize = 4 << 20;
+
 /// Every soname-shaped string, each distinct name once (its first place),
 /// at most [`MAX_TARGETS`]: past that, a [`Problem::TooManyNames`].
 pub fn find(
     elf: &Elf<'_>,
     problems: &mut Vec<Problem>,
-    release: &dyn Fn(&[u8]),
+    release: &(dyn Fn(&[u8]) + Sync),
 ) -> Vec<(String, Origin)> {
     let mut out: Vec<(String, Origin)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    let finder = memchr::memmem::Finder::new(b".so");
     for (section, bytes) in sections(elf) {
         let mut stopped = None;
-        for at in finder.find_iter(bytes) {
-            let Some((start, name)) = name_at(bytes, at) else { continue };
-            if seen.contains(name) {
-                continue;
+        'hits: for stretch in stretches(bytes, release) {
+            for (start, name) in stretch {
+                if seen.contains(name) {
+                    continue;
+                }
+                if seen.len() >= MAX_TARGETS {
+                    stopped = Some(start as u64);
+                    break 'hits;
+                }
+                seen.insert(name);
+                let name = String::from_utf8_lossy(name).into_owned();
+                out.push((
+                    name,
+                    Origin::Section { section: section.clone(), offset: start as u64 },
+                ));
             }
-            if seen.len() >= MAX_TARGETS {
-                stopped = Some(start as u64);
-                break;
-            }
-            let name = String::from_utf8_lossy(name).into_owned();
-            seen.insert(name.clone().into_bytes());
-            out.push((name, Origin::Section { section: section.clone(), offset: start as u64 }));
         }
-        release(bytes);
         if let Some(offset) = stopped {
             problems.push(Problem::TooManyNames { limit: MAX_TARGETS, section, offset });
             break;
         }
     }
     out
+}
+
+/// The names of each [`STRETCH`] of `bytes`, in order, searched in
+/// parallel; each stretch's distinct names at most [`MAX_TARGETS`] (so a
+/// hostile section costs bounded memory), its pages prefetched in one call
+/// before the search and released after it.
+fn stretches<'a>(bytes: &'a [u8], release: &(dyn Fn(&[u8]) + Sync)) -> Vec<Vec<(usize, &'a [u8])>> {
+    use rayon::prelude::*;
+    let finder = memchr::memmem::Finder::new(b".so");
+    let starts: Vec<usize> = (0..bytes.len()).step_by(STRETCH).collect();
+    starts
+        .par_iter()
+        .map(|&from| {
+            let to = (from + STRETCH).min(bytes.len());
+            populate(&bytes[from..to]);
+            // A `.so` that starts before `to` may end after it.
+            let window = &bytes[from..(to + 2).min(bytes.len())];
+            let mut names: Vec<(usize, &[u8])> = Vec::new();
+            let mut distinct = std::collections::HashSet::new();
+            for at in finder.find_iter(window).map(|p| from + p).filter(|&p| p < to) {
+                let Some((start, name)) = name_at(bytes, at) else { continue };
+                if distinct.insert(name) {
+                    names.push((start, name));
+                    if distinct.len() > MAX_TARGETS {
+                        break;
+                    }
+                }
+            }
+            release(&bytes[from..to]);
+            names
+        })
+        .collect()
+}
+
+/// Maps the pages of `part` in one call (`MADV_POPULATE_READ`, Linux 5.14)
+/// rather than one page fault per few pages; where the kernel lacks it the
+/// search faults them in as before.
+fn populate(part: &[u8]) {
+    #[cfg(target_os = "linux")]
+    {
+        const MADV_POPULATE_READ: libc::c_int = 22;
+        const PAGE: usize = 4096;
+        let addr = part.as_ptr() as usize;
+        let first = addr / PAGE * PAGE;
+        let len = addr + part.len() - first;
+        // SAFETY: advice only: it reads the pages of a range this process
+        // has mapped (the slice's own pages); it changes no memory and, on
+        // failure (an old kernel, memory that is no file mapping), nothing.
+        let _ = unsafe { libc::madvise(first as *mut libc::c_void, len, MADV_POPULATE_READ) };
+    }
 }
 
 /// The name around the `.so` at `at`, if it is soname-shaped: its start

@@ -96,7 +96,7 @@ pub(super) fn folders_for(
     file: &Parsed<'_>,
     search: &SearchFolders,
     report: &mut FileReport,
-    release: &dyn Fn(&[u8]),
+    release: &(dyn Fn(&[u8]) + Sync),
 ) -> Result<Vec<Vec<u8>>, FileError> {
     let facts = dynamic::facts(&file.elf).map_err(|e| file.foreign(e))?;
     let own_name = report.path.file_name().and_then(|n| n.to_str());

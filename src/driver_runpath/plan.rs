@@ -202,7 +202,7 @@ pub(super) fn plan_file(
     file: &Parsed<'_>,
     cfg: &Config,
     report: &mut FileReport,
-    release: &dyn Fn(&[u8]),
+    release: &(dyn Fn(&[u8]) + Sync),
 ) -> Result<Option<Change>, FileError> {
     let current = patch::current_path(&file.elf, &file.dynamic).map_err(|e| file.foreign(e))?;
     report.old = current.map(|(v, _)| lossy(v));
