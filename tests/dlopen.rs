@@ -377,3 +377,26 @@ fn broken_huge_and_cut_notes_are_findings_not_panics() {
             .any(|f| f["details"]["library"] == "libok.so.1"));
     }
 }
+
+#[test]
+fn dlopen_facts_list_the_targets_that_get_no_finding() {
+    // cuBLASLt loads the driver's libcuda.so.1 (the GPU run saw it): a
+    // target the machine provides gets no finding, but `--dlopen-facts`
+    // lists it, resolved by the system, so that LD_DEBUG can be diffed.
+    let lt = corpus("cublaslt", "libcublasLt.so.12");
+    let run = |extra: &[&str]| -> Value {
+        let out =
+            Command::new(OURS).args(["--format", "json"]).args(extra).arg(&lt).output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", common::text(&out)))
+    };
+    let with = run(&["--dlopen-facts"]);
+    let targets = with["files"][0]["dlopen"]["targets"].as_array().expect("dlopen facts");
+    let cuda = targets.iter().find(|t| t["soname"] == "libcuda.so.1").expect("libcuda.so.1");
+    assert_eq!(cuda["resolved"]["status"], "found", "{cuda}");
+    assert_eq!(cuda["resolved"]["via"]["kind"], "system", "{cuda}");
+    let findings = with["findings"].as_array().unwrap();
+    assert!(!findings.iter().any(|f| f["check"].as_str().unwrap().starts_with("dlopen")
+        && f["message"].as_str().unwrap().contains("libcuda.so.1")));
+    // Opt-in: without the flag the facts carry no dlopen object.
+    assert!(run(&[])["files"][0].get("dlopen").is_none());
+}

@@ -82,6 +82,12 @@ pub struct AuditArgs {
     /// dlopen are not searched for the libraries they load (docs/dlopen.md).
     #[arg(long, conflicts_with_all = NOT_AUDIT)]
     pub no_dlopen: bool,
+    /// Also list, per file in the JSON report, every dlopen target and how it
+    /// resolves, the driver's, glibc's and the NEEDED closure's included
+    /// (which get no finding): the whole prediction, to diff against
+    /// `LD_DEBUG=files` (docs/dlopen.md).
+    #[arg(long, conflicts_with_all = NOT_AUDIT)]
+    pub dlopen_facts: bool,
     /// Find the Nix store paths each file references, as Nix's scanner does,
     /// located to the section and fatbin entry (docs/references.md). On by
     /// default inside a build, for store paths, NAR files and caches.

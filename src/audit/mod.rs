@@ -74,6 +74,8 @@ pub struct Policy {
     /// Find the libraries files load with dlopen and resolve them
     /// (docs/dlopen.md); off with `--no-dlopen`.
     pub dlopen: bool,
+    /// `--dlopen-facts`: each file's dlopen targets in [`FileFacts::dlopen`].
+    pub dlopen_facts: bool,
     /// Library resolution, shared by the files of a run (it remembers what
     /// it has probed).
     pub resolver: std::sync::Arc<crate::audit::linkage::Resolver>,
@@ -111,6 +113,9 @@ pub struct FileFacts {
     /// With reference finding on: the store paths the file references, located.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<references::Reference>,
+    /// With `--dlopen-facts`: every dlopen target and its resolution.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dlopen: Option<dlopen::Loads>,
 }
 
 /// Which code covers one requested capability.
@@ -260,6 +265,7 @@ pub fn audit_file_at(local: &Path, path: &Path, shown: &Path, policy: &Policy) -
         coverage: Vec::new(),
         runtime: None,
         references: Vec::new(),
+        dlopen: None,
     };
     facts.damage.extend(dev.decode_errors.iter().cloned());
     let mut findings = Vec::new();
@@ -268,6 +274,9 @@ pub fn audit_file_at(local: &Path, path: &Path, shown: &Path, policy: &Policy) -
         checks::needed(path, &d.loader, policy, &mut findings);
         if let Some(loads) = dlopen::resolve(path, &d.loader, examined.loads, policy) {
             checks::dlopen(path, &loads, &mut findings);
+            if policy.dlopen_facts {
+                facts.dlopen = Some(loads);
+            }
         }
     }
     if policy.driver.is_some() {

@@ -38,6 +38,8 @@ pub struct Checks {
     pub own_outputs: Vec<PathBuf>,
     /// Run the dlopen pass (not `--no-dlopen`).
     pub dlopen: bool,
+    /// `--dlopen-facts`: every file's dlopen targets in its JSON facts.
+    pub dlopen_facts: bool,
     /// `--references`/`--no-references`, if given.
     pub references: Option<bool>,
     /// Paths no file may reference (`--forbid-reference`, the build's
@@ -65,6 +67,7 @@ impl Checks {
             driver: self.driver,
             own_outputs: self.own_outputs,
             dlopen: self.dlopen,
+            dlopen_facts: self.dlopen_facts,
             resolver,
             references: None,
         }
@@ -172,6 +175,7 @@ pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> 
         sysroot: flags.sysroot.clone(),
         own_outputs: own_outputs(env),
         dlopen: !flags.no_dlopen,
+        dlopen_facts: flags.dlopen_facts && !flags.no_dlopen,
         references: match (flags.references, flags.no_references) {
             (_, true) => Some(false),
             (true, _) => Some(true),

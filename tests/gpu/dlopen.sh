@@ -51,7 +51,7 @@ fi
 if want 2; then
   section "2. Audit prediction vs what the loader did"
   start=$(date +%s.%N)
-  "$BIN/cuda-elf-inspect" --format json "$SP/nvidia" "$SP/torch/lib" "$DRIVER" >"$OUT/audit.json" 2>"$OUT/audit.log"
+  "$BIN/cuda-elf-inspect" --format json --dlopen-facts "$SP/nvidia" "$SP/torch/lib" "$DRIVER" >"$OUT/audit.json" 2>"$OUT/audit.log"
   st=$?
   end=$(date +%s.%N)
   record INFO "audit of $SP/nvidia, $SP/torch/lib and $DRIVER: exit $st in $(python3 -c "print(round($end-$start,2))") s"
@@ -73,17 +73,19 @@ if want 3; then
   cp -L "$SP/nvidia/cudnn/lib/libcudnn.so.9" "$front/"
   for f in "$SP"/nvidia/cudnn/lib/libcudnn_*.so.9; do cp -L "$f" "$sub/"; done
   cudart=$(ls "$SP"/nvidia/cu13/lib/libcudart.so.* "$SP"/nvidia/cuda_runtime/lib/libcudart.so.* 2>/dev/null | head -n 1)
-  # This machine has another cuDNN (ldconfig -p lists it) that the loader
-  # would find through its cache and default folders, which NixOS has not:
-  # in a private mount namespace each of its files is covered by a library
-  # of another machine (arm64), which the loader skips as it skips any
-  # wrong-machine candidate.
-  system_cudnn=$(ldconfig -p | sed -n 's/.*libcudnn[^ ]* .*=> //p' | while read -r f; do readlink -f "$f"; echo "$f"; done | sort -u | tr '\n' ' ')
-  record INFO "cuDNN of the system, hidden for the runs: ${system_cudnn:-none}"
+  # This machine has another cuDNN (9.14, in /usr/lib/x86_64-linux-gnu,
+  # in ld.so.cache) that the loader would find, which NixOS has not: its
+  # files are moved aside for the runs and put back after (a private mount
+  # namespace cannot cover single files on this machine's runtime).
+  hidden=$work/hidden-cudnn
+  mkdir -p "$hidden"
+  system_cudnn=$(ldconfig -p | sed -n 's/.*libcudnn[^ ]* .*=> //p' | while read -r f; do readlink -f "$f"; echo "$f"; done | sort -u)
+  for f in $system_cudnn; do [[ -e $f || -L $f ]] && mv "$f" "$hidden/$(echo "$f" | tr / _)"; done
+  restore() { for f in $system_cudnn; do [[ -e $hidden/$(echo "$f" | tr / _) || -L $hidden/$(echo "$f" | tr / _) ]] && mv "$hidden/$(echo "$f" | tr / _)" "$f"; done; }
+  trap restore EXIT
+  record INFO "cuDNN of the system, moved aside for the runs: $(echo $system_cudnn | wc -w) files"
   run_split() { # run_split LOG: the cuDNN kernel through the split tree
-    unshare -m bash -c 'cover=$1; shift; for f in $HIDE; do [ -e "$f" ] && mount --bind "$cover" "$f"; done; exec "$@"' \
-      _ "$BIN/arm64-elf" env HIDE="$system_cudnn" LD_DEBUG=files,libs LD_DEBUG_OUTPUT="$1" \
-      python3 "$SRC/cudnn_split.py" "$front/libcudnn.so.9" "$cudart" >"$1.out" 2>&1
+    LD_DEBUG=files,libs LD_DEBUG_OUTPUT="$1" python3 "$SRC/cudnn_split.py" "$front/libcudnn.so.9" "$cudart" >"$1.out" 2>&1
   }
   "$BIN/cuda-elf-inspect" --format json "$front" >"$OUT/split-before.json" 2>"$OUT/split-before.log"
   count() { # count JSON CHECK: findings of CHECK naming libcudnn_graph
@@ -112,7 +114,7 @@ PY
   resolved=$(count "$OUT/split-after.json" dlopen-resolved)
   run_split "$OUT/ld-split-after"
   st_after=$?
-  from_sub=$(cat "$OUT"/ld-split-after.[0-9]* 2>/dev/null | grep -c "file=$sub/libcudnn_.*generating link map")
+  from_sub=$(cat "$OUT"/ld-split-after.[0-9]* 2>/dev/null | grep -c "trying file=$sub/libcudnn_graph")
   record "$([[ $st_after == 0 && $after == 0 && $resolved -gt 0 && $from_sub -gt 0 ]] && echo PASS || echo FAIL)" \
     "patched: the audit resolves libcudnn_graph ($after dlopen-unresolved, $resolved dlopen-resolved); the program exits $st_after ($(tr '\n' ' ' <"$OUT/ld-split-after.out" | cut -c1-200)); sub-libraries loaded from the other store path: $from_sub"
 fi

@@ -70,6 +70,15 @@ def main():
             for word in re.split(r"[\s,;:()'\"`]+", s):
                 if SONAME.match(word):
                     predicted.setdefault(caller, {}).setdefault(base(word), set()).add(word)
+    # --dlopen-facts: every target of each file, those that get no finding
+    # (the driver's, glibc's, the NEEDED closure's) included.
+    for file in audit.get("files", []):
+        if isinstance(file, dict) and isinstance(file.get("dlopen"), dict):
+            caller = os.path.realpath(file["path"])
+            for t in file["dlopen"].get("targets", []):
+                for word in [t.get("soname", "")] + list(t.get("asked", [])):
+                    if SONAME.match(word):
+                        predicted.setdefault(caller, {}).setdefault(base(word), set()).add(word)
     seen = {}  # caller -> {base: names}
     for line in open(loaded_tsv).read().splitlines()[1:]:
         workload, caller, name, _resolved = line.split("\t")
