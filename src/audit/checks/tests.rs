@@ -36,6 +36,7 @@ fn policy(caps: Option<&str>, forward_compat: bool) -> Policy {
         sysroot: None,
         driver: None,
         dlopen: true,
+        dlopen_facts: false,
         resolver: Default::default(),
         references: None,
     }
