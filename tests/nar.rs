@@ -18,29 +18,7 @@ use sha2::Digest;
 /// A Nix command (Nix >= 2.18 from `make tools`, never the host's) with a
 /// throwaway store under `dir`.
 fn nix(dir: &Path, program: &str, args: &[&str]) -> Vec<u8> {
-    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/nix/bin").join(program);
-    let out = Command::new(&program)
-        .args(args)
-        .env("NIX_STORE_DIR", dir.join("store"))
-        .env("NIX_STATE_DIR", dir.join("state"))
-        .env("NIX_LOG_DIR", dir.join("log"))
-        .env("NIX_CONF_DIR", dir.join("etc"))
-        .env("HOME", dir.join("home"))
-        .env("NIX_PATH", "")
-        // No daemon, sandbox or substituters; no build hook (Nix run through
-        // its own loader cannot re-execute itself as `__build-remote`).
-        .env("NIX_CONFIG", "build-hook =\nsandbox = false\nsubstituters =\nbuild-users-group =\n")
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("{} cannot run ({e}): run `make tools` first", program.display())
-        });
-    assert!(
-        out.status.success(),
-        "{} {args:?} failed: {}",
-        program.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    common::nix(dir, program, args)
 }
 
 /// `nix-build` of the expression `expr` in the throwaway store under `dir`

@@ -17,20 +17,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
 
 /// A Nix command from `.tools/nix` with a throwaway store under `dir`.
 fn nix(dir: &Path, program: &str, args: &[&str]) -> String {
-    let program = common::root().join(".tools/nix/bin").join(program);
-    let out = Command::new(&program)
-        .args(args)
-        .env("NIX_STORE_DIR", dir.join("store"))
-        .env("NIX_STATE_DIR", dir.join("state"))
-        .env("NIX_LOG_DIR", dir.join("log"))
-        .env("NIX_CONF_DIR", dir.join("etc"))
-        .env("HOME", dir.join("home"))
-        .env("NIX_PATH", "")
-        .env("NIX_CONFIG", "build-hook =\nsandbox = false\nsubstituters =\nbuild-users-group =\n")
-        .output()
-        .unwrap_or_else(|e| panic!("{} cannot run ({e}): run `make tools`", program.display()));
-    assert!(out.status.success(), "{} {args:?}: {}", program.display(), common::text(&out));
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8(common::nix(dir, program, args)).unwrap()
 }
 
 /// What the derivations hold: `cuda_nvcc-13.5` (the real nvcc behind a

@@ -170,3 +170,24 @@ pub fn run_in(dir: &Path, program: &Path, args: &[&str]) -> Output {
         .output()
         .unwrap_or_else(|e| panic!("{}: {e}", program.display()))
 }
+
+/// Runs a Nix command of `.tools/nix` against a throwaway store under `dir`
+/// (no daemon, sandbox, substituters or build hook: Nix run through its own
+/// loader cannot re-execute itself as `__build-remote`); its stdout, or a
+/// panic naming the command and its output.
+pub fn nix(dir: &Path, program: &str, args: &[&str]) -> Vec<u8> {
+    let program = root().join(".tools/nix/bin").join(program);
+    let out = Command::new(&program)
+        .args(args)
+        .env("NIX_STORE_DIR", dir.join("store"))
+        .env("NIX_STATE_DIR", dir.join("state"))
+        .env("NIX_LOG_DIR", dir.join("log"))
+        .env("NIX_CONF_DIR", dir.join("etc"))
+        .env("HOME", dir.join("home"))
+        .env("NIX_PATH", "")
+        .env("NIX_CONFIG", "build-hook =\nsandbox = false\nsubstituters =\nbuild-users-group =\n")
+        .output()
+        .unwrap_or_else(|e| panic!("{} cannot run ({e}): run `make tools`", program.display()));
+    assert!(out.status.success(), "{} {args:?}: {}", program.display(), text(&out));
+    out.stdout
+}
