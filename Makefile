@@ -25,7 +25,7 @@ lint:
 	cargo clippy --all-targets --locked -- -D warnings
 
 test: tools static lint fuzz-build
-	cargo test --release --locked
+	cargo test --release --locked --no-fail-fast
 	bash nix/tests/run.sh $(STATIC_DIR)
 	bash benches/compare.sh --quick
 

@@ -613,11 +613,17 @@ fn snapshots_of_every_output_format() {
         let want = snapshot(file);
         let got = String::from_utf8(out.stdout).unwrap();
         let same = if format == "json" || format == "sarif" {
-            // File sizes depend on the host compiler; the snapshot has none.
+            // File sizes depend on the host compiler, and device code bytes on
+            // where the checkout lies (nvlink writes its `-L` folders into each
+            // cubin's tool note): the snapshot has neither; the bytes are
+            // checked against cuobjdump's extracted cubins below.
             let mut v: Value = serde_json::from_str(&got).unwrap();
             if let Some(files) = v.get_mut("files").and_then(Value::as_array_mut) {
                 for f in files {
                     f.as_object_mut().unwrap().remove("size");
+                    if let Some(device) = f.get_mut("device").and_then(Value::as_object_mut) {
+                        device.remove("bytes");
+                    }
                 }
             }
             v == serde_json::from_str::<Value>(&want).unwrap()
@@ -676,4 +682,17 @@ fn snapshots_of_every_output_format() {
     assert_eq!(vadd["device"]["cubins"], listed.lines().count());
     assert!(listed.lines().all(|l| l.ends_with(".sm_80.cubin")), "{listed}");
     assert_eq!(vadd["device"]["sass"], serde_json::json!(["sm_80"]));
+    // Device code bytes: the sizes of the cubins cuobjdump extracts.
+    let x = tempfile::tempdir().unwrap();
+    let vadd_path = d.join("out/bin/vadd");
+    let out = common::run_in(
+        x.path(),
+        &common::tool("cuobjdump"),
+        &["-xelf", "all", vadd_path.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let extracted: u64 =
+        std::fs::read_dir(x.path()).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+    assert!(extracted > 0);
+    assert_eq!(vadd["device"]["bytes"]["sm_80"], extracted);
 }
