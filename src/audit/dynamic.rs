@@ -35,30 +35,42 @@ impl HostFacts {
     }
 }
 
-/// Reads the facts of a parsed file; `segments` is the damage
+/// Reads the loader facts of a parsed file; `segments` is the damage
 /// [`Elf::parse_lenient`] set aside, which the loader facts cannot do
-/// without. A statically linked CUDA runtime is looked for only when
-/// `device_code` (a fatbin section has bytes; the caller clears the flag
-/// when those sections turn out to hold no device code): this runs beside
-/// the fatbin walk, before its result is known.
-pub fn facts(
-    elf: &Elf<'_>,
-    segments: Option<&ElfError>,
-    device_code: bool,
-    release: &(dyn Fn(&[u8]) + Sync),
-) -> Result<HostFacts, ElfError> {
+/// without.
+pub fn loader(elf: &Elf<'_>, segments: Option<&ElfError>) -> Result<DynamicFacts, ElfError> {
     if let Some(e) = segments {
         return Err(e.clone());
     }
-    let loader = crate::elf::dynamic::facts(elf)?;
+    crate::elf::dynamic::facts(elf)
+}
+
+/// The facts of a file whose loader facts are read. A statically linked
+/// CUDA runtime is looked for only when `device_code` (a fatbin section
+/// has bytes; the caller clears the flag when those sections turn out to
+/// hold no device code): this runs beside the fatbin walk, before its
+/// result is known. `libcuda_string` is the answer of a search already
+/// made over the same sections (the dlopen pass's, see
+/// [`crate::dlopen::Scan::libcuda_string`]); without one they are searched
+/// here.
+pub fn facts(
+    elf: &Elf<'_>,
+    loader: DynamicFacts,
+    device_code: bool,
+    libcuda_string: Option<bool>,
+    release: &(dyn Fn(&[u8]) + Sync),
+) -> HostFacts {
     let static_cudart = device_code
         && !loader.needed.iter().any(|n| n.starts_with("libcudart.so"))
-        && mentions_libcuda(elf, release);
-    Ok(HostFacts { loader, static_cudart })
+        && libcuda_string.unwrap_or_else(|| mentions_libcuda(elf, release));
+    HostFacts { loader, static_cudart }
 }
 
 /// Whether a read-only data section holds the `libcuda.so.1` string the
-/// static CUDA runtime dlopens. Only `.rodata`-like sections are searched,
+/// static CUDA runtime dlopens, where the dlopen pass did not answer it
+/// (the pass is off, or the file imports no `dlopen`: a statically linked
+/// program). The sections are the dlopen pass's string sections
+/// ([`crate::dlopen::strings::sections`]), so both answer alike, searched
 /// in 4 MiB chunks (overlapping by the needle's length), from the end
 /// backwards: nvcc links the static runtime after the program's own
 /// objects, so its strings sit near the end of `.rodata` (cuRAND 12: in the
@@ -68,18 +80,11 @@ pub fn facts(
 /// beside the fatbin walk (see [`crate::audit::audit_file`]), and splitting
 /// it over the pool had read 38 MB of the corpus where this reads 13 MB.
 fn mentions_libcuda(elf: &Elf<'_>, release: &(dyn Fn(&[u8]) + Sync)) -> bool {
-    const NEEDLE: &[u8] = b"libcuda.so.1\0";
+    use crate::dlopen::strings::{sections, LIBCUDA};
     const CHUNK: usize = 4 << 20;
-    let finder = memchr::memmem::Finder::new(NEEDLE);
+    let finder = memchr::memmem::Finder::new(LIBCUDA);
     let mut chunks: Vec<&[u8]> = Vec::new();
-    for s in &elf.shdrs {
-        let name = elf.section_name(s).unwrap_or_default();
-        if !(name == b".rodata" || name.starts_with(b".rodata.") || name == b".lrodata")
-            || s.sh_type == crate::elf::SHT_NOBITS
-        {
-            continue;
-        }
-        let Ok(bytes) = elf.slice(s.offset, s.size, "section") else { continue };
+    for (_, bytes) in sections(elf) {
         let mut start = 0;
         while start < bytes.len() {
             let end = (start + CHUNK).min(bytes.len());
@@ -87,7 +92,7 @@ fn mentions_libcuda(elf: &Elf<'_>, release: &(dyn Fn(&[u8]) + Sync)) -> bool {
             if end == bytes.len() {
                 break;
             }
-            start = end - (NEEDLE.len() - 1);
+            start = end - (LIBCUDA.len() - 1);
         }
     }
     chunks.iter().rev().any(|chunk| {

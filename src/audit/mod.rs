@@ -340,11 +340,12 @@ fn examine(
     let (read, host) = rayon::join(
         || read(&Object::Elf(sections.read(&mut |p| release(p)))),
         || {
-            let host = dynamic::facts(&elf, segments.as_ref(), device_code, release)?;
+            let loader = dynamic::loader(&elf, segments.as_ref())?;
             let loads = match policy.dlopen {
-                true => dlopen::scan(&elf, &host.loader, local, release),
+                true => dlopen::scan(&elf, &loader, local, release),
                 false => crate::dlopen::Scan::default(),
             };
+            let host = dynamic::facts(&elf, loader, device_code, loads.libcuda_string, release);
             Ok::<_, crate::elf::ElfError>((host, loads))
         },
     );

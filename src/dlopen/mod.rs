@@ -158,6 +158,12 @@ pub struct Scan {
     /// What could not be read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<Problem>,
+    /// Whether the static CUDA runtime's `libcuda.so.1` string occurs in
+    /// the read-only data searched ([`strings::Found::libcuda`]); `None`
+    /// when the strings were not all searched. Not reported: the audit's
+    /// static-runtime check reads it instead of searching again.
+    #[serde(skip)]
+    pub libcuda_string: Option<bool>,
 }
 
 /// Scans one parsed ELF file: `soname` is its DT_SONAME (the facts table is
@@ -183,8 +189,9 @@ pub fn scan(
     }
     note::read(elf, &mut out, &mut seen);
     let found = strings::find(elf, &mut out.problems, release);
+    out.libcuda_string = found.libcuda;
     let rows = table::facts_for(soname);
-    for (name, origin) in found {
+    for (name, origin) in found.names {
         table::apply(name, origin, &rows, soname, version, &mut out, &mut seen);
     }
     table::runtime_rows(&rows, &mut out, &mut seen);

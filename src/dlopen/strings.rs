@@ -81,19 +81,36 @@ pub fn sections<'a>(elf: &Elf<'a>) -> Vec<(String, &'a [u8])> {
 /// thread each would be the audit's critical path).
 const STRETCH: usize = 4 << 20;
 
-/// Every soname-shaped string, each distinct name once (its first place),
-/// at most [`MAX_TARGETS`]: past that, a [`Problem::TooManyNames`].
-pub fn find(
-    elf: &Elf<'_>,
-    problems: &mut Vec<Problem>,
-    release: &(dyn Fn(&[u8]) + Sync),
-) -> Vec<(String, Origin)> {
+/// The bytes the static CUDA runtime passes to `dlopen` for the driver.
+/// Every occurrence holds `.so` 7 bytes in, so the `.so` search sees it.
+pub const LIBCUDA: &[u8] = b"libcuda.so.1\0";
+
+/// What [`find`] read.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Every soname-shaped string, each distinct name once (its first
+    /// place), at most [`MAX_TARGETS`].
+    pub names: Vec<(String, Origin)>,
+    /// Whether the bytes [`LIBCUDA`] occur in the sections searched (also
+    /// as a path's tail: the bytes, not the name); `None` when the search
+    /// stopped before their end.
+    pub libcuda: Option<bool>,
+}
+
+/// Every soname-shaped string of the file's [`sections`], each distinct
+/// name once, at most [`MAX_TARGETS`]: past that, a
+/// [`Problem::TooManyNames`]. Whether [`LIBCUDA`] occurs is answered in the
+/// same pass, so the static-runtime check need not read the bytes again.
+pub fn find(elf: &Elf<'_>, problems: &mut Vec<Problem>, release: &(dyn Fn(&[u8]) + Sync)) -> Found {
     let mut out: Vec<(String, Origin)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let (mut libcuda, mut complete) = (false, true);
     for (section, bytes) in sections(elf) {
         let mut stopped = None;
         'hits: for stretch in stretches(bytes, release) {
-            for (start, name) in stretch {
+            libcuda |= stretch.libcuda;
+            complete &= stretch.complete;
+            for (start, name) in stretch.names {
                 if seen.contains(name) {
                     continue;
                 }
@@ -111,17 +128,28 @@ pub fn find(
         }
         if let Some(offset) = stopped {
             problems.push(Problem::TooManyNames { limit: MAX_TARGETS, section, offset });
+            complete = false;
             break;
         }
     }
-    out
+    Found { names: out, libcuda: (libcuda || complete).then_some(libcuda) }
 }
 
-/// The names of each [`STRETCH`] of `bytes`, in order, searched in
-/// parallel; each stretch's distinct names at most [`MAX_TARGETS`] (so a
-/// hostile section costs bounded memory), its pages prefetched in one call
-/// before the search and released after it.
-fn stretches<'a>(bytes: &'a [u8], release: &(dyn Fn(&[u8]) + Sync)) -> Vec<Vec<(usize, &'a [u8])>> {
+/// One stretch's search.
+struct Stretch<'a> {
+    /// Its distinct names, in order, with their section offsets.
+    names: Vec<(usize, &'a [u8])>,
+    /// [`LIBCUDA`] starts in it.
+    libcuda: bool,
+    /// Every `.so` of it was looked at (not stopped at [`MAX_TARGETS`]).
+    complete: bool,
+}
+
+/// Each [`STRETCH`] of `bytes`, in order, searched in parallel; each
+/// stretch's distinct names at most [`MAX_TARGETS`] (so a hostile section
+/// costs bounded memory), its pages prefetched in one call before the
+/// search and released after it.
+fn stretches<'a>(bytes: &'a [u8], release: &(dyn Fn(&[u8]) + Sync)) -> Vec<Stretch<'a>> {
     use rayon::prelude::*;
     let finder = memchr::memmem::Finder::new(b".so");
     let starts: Vec<usize> = (0..bytes.len()).step_by(STRETCH).collect();
@@ -132,19 +160,21 @@ fn stretches<'a>(bytes: &'a [u8], release: &(dyn Fn(&[u8]) + Sync)) -> Vec<Vec<(
             populate(&bytes[from..to]);
             // A `.so` that starts before `to` may end after it.
             let window = &bytes[from..(to + 2).min(bytes.len())];
-            let mut names: Vec<(usize, &[u8])> = Vec::new();
+            let mut s = Stretch { names: Vec::new(), libcuda: false, complete: true };
             let mut distinct = std::collections::HashSet::new();
             for at in finder.find_iter(window).map(|p| from + p).filter(|&p| p < to) {
+                s.libcuda |= at.checked_sub(7).is_some_and(|l| bytes[l..].starts_with(LIBCUDA));
                 let Some((start, name)) = name_at(bytes, at) else { continue };
                 if distinct.insert(name) {
-                    names.push((start, name));
+                    s.names.push((start, name));
                     if distinct.len() > MAX_TARGETS {
+                        s.complete = false;
                         break;
                     }
                 }
             }
             release(&bytes[from..to]);
-            names
+            s
         })
         .collect()
 }
