@@ -83,22 +83,17 @@ let
       }
       ''
         mkdir -p "$out/nix-support"
+        # One audit, every report (--output writes each file whole).
         status=0
-        for format in json sarif html hydra-metrics text; do
-          case $format in
-            text) file=$out/report.txt ;;
-            hydra-metrics) file=$out/nix-support/hydra-metrics ;;
-            *) file=$out/report.$format ;;
-          esac
-          code=0
-          ${inspect} --format "$format" ${lib.escapeShellArgs flags} \
-            ${lib.escapeShellArgs (map toString outputs)} >"$file" || code=$?
-          if [ "$code" -ge 2 ]; then
-            echo "cudaElfInspectAudit: ERROR: cuda-elf-inspect failed (exit $code) on ${package.name or "the package"}" >&2
-            exit "$code"
-          fi
-          status=$code
-        done
+        ${inspect} --format text --color never ${lib.escapeShellArgs flags} \
+          --output "json=$out/report.json" --output "sarif=$out/report.sarif" \
+          --output "html=$out/report.html" \
+          --output "hydra-metrics=$out/nix-support/hydra-metrics" \
+          ${lib.escapeShellArgs (map toString outputs)} >"$out/report.txt" || status=$?
+        if [ "$status" -ge 2 ]; then
+          echo "cudaElfInspectAudit: ERROR: cuda-elf-inspect failed (exit $status) on ${package.name or "the package"}" >&2
+          exit "$status"
+        fi
         cat "$out/report.txt"
         {
           echo "report json $out/report.json"

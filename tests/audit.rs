@@ -696,3 +696,84 @@ fn snapshots_of_every_output_format() {
     assert!(extracted > 0);
     assert_eq!(vadd["device"]["bytes"]["sm_80"], extracted);
 }
+
+/// `--output FORMAT=FILE`: one audit writes every report, each the same
+/// bytes as that format on stdout of its own run; an existing file keeps
+/// its mode and is replaced whole; a file that cannot be written is an
+/// error naming it; with --write-baseline (which prints no report) the
+/// option is refused rather than ignored.
+#[test]
+fn output_writes_every_report_of_one_audit() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = snapshot_tree();
+    let d = t.path();
+    let reports = d.join("reports");
+    std::fs::create_dir(&reports).unwrap();
+    let json_file = reports.join("r.json");
+    std::fs::write(&json_file, "old").unwrap();
+    std::fs::set_permissions(&json_file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let files = [
+        ("json", "r.json"),
+        ("sarif", "r.sarif"),
+        ("github", "r.github"),
+        ("hydra-metrics", "hydra-metrics"),
+        ("html", "r.html"),
+    ];
+    let mut args: Vec<String> =
+        ["--format", "text", "--color", "never", "--cuda-capabilities", "8.6;9.0"]
+            .map(String::from)
+            .to_vec();
+    for (format, file) in files {
+        args.push("--output".into());
+        args.push(format!("{format}={}", reports.join(file).display()));
+    }
+    args.push("out".into());
+    let out =
+        Command::new(BIN).current_dir(d).env_remove("NIX_LOG_FD").args(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, audit_snapshot_tree(d, "text").stdout, "stdout is the text report");
+    for (format, file) in &files[..4] {
+        let alone = audit_snapshot_tree(d, format);
+        let written = std::fs::read(reports.join(file)).unwrap();
+        assert!(!written.is_empty(), "{format}");
+        assert!(written == alone.stdout, "{format}: --output differs from --format {format}");
+    }
+    // The page names its own command line, so it is compared by content:
+    // a whole document naming every check the JSON report found.
+    let html = std::fs::read_to_string(reports.join("r.html")).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
+    for (_, check) in SNAPSHOT_FINDINGS {
+        assert!(html.contains(check), "the page lacks {check}");
+    }
+    let mode = std::fs::metadata(&json_file).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o640, "the replaced report keeps its mode");
+    let leftovers: Vec<_> = std::fs::read_dir(&reports)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+
+    let missing = d.join("no-such-folder/r.json");
+    let out = Command::new(BIN)
+        .current_dir(d)
+        .args(["--output", &format!("json={}", missing.display()), "out"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--output json") && stderr.contains("no-such-folder/r.json"),
+        "{stderr}"
+    );
+
+    let out = Command::new(BIN)
+        .current_dir(d)
+        .args(["--write-baseline", "b.json", "--output", "json=r.json", "out"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+    assert!(!d.join("b.json").exists() && !d.join("r.json").exists());
+}

@@ -32,6 +32,9 @@ pub enum BaselineError {
         /// What the kernel said.
         source: std::io::Error,
     },
+    /// Could not be written (the old baseline, if any, is untouched).
+    #[error("{0}")]
+    Write(#[from] crate::error::PathError),
     /// Not a baseline.
     #[error("{}: not a cuda-elf-inspect baseline: {reason}", path.display())]
     Invalid {
@@ -72,21 +75,14 @@ impl Baseline {
         Ok(b)
     }
 
-    /// Writes the baseline atomically (temp file + rename in the same folder).
+    /// Writes the baseline whole ([`crate::fs::atomic::write_whole`]: the
+    /// old baseline or the complete new one, its mode kept).
     pub fn save(&self, path: &Path) -> Result<(), BaselineError> {
-        let io = |source| BaselineError::Io { path: path.to_path_buf(), source };
-        let mut text = serde_json::to_vec_pretty(self).map_err(|e| io(e.into()))?;
-        text.push(b'\n');
-        let tmp = path.with_file_name(format!(
-            ".{}.tmp{}",
-            path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
-            std::process::id()
-        ));
-        std::fs::write(&tmp, &text).map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io(e)
+        crate::fs::atomic::write_whole(path, |w| {
+            serde_json::to_writer_pretty(&mut *w, self)?;
+            w.write_all(b"\n")
         })
+        .map_err(BaselineError::Write)
     }
 
     /// Splits findings into (new, number known).

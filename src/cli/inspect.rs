@@ -60,6 +60,13 @@ pub struct Args {
     /// Report format.
     #[arg(long, value_parser = cli::format_parser(AUDIT_FORMATS), default_value = "text")]
     format: Format,
+    /// Also write the audit's report in FORMAT to FILE (`json=report.json`),
+    /// from the same audit; repeatable. Each FILE is replaced whole (the old
+    /// file or the complete new one, its mode kept); text is written without
+    /// colour. Nix's audit derivations write all their reports this way.
+    #[arg(long, value_name = "FORMAT=FILE", value_parser = parse_output,
+          conflicts_with_all = ["list_elf", "list_ptx", "summary", "explain", "write_baseline", "why"])]
+    output: Vec<(Format, PathBuf)>,
     /// Colour in text output.
     #[arg(long, value_enum, default_value_t = Color::Auto)]
     color: Color,
@@ -119,6 +126,23 @@ const EXIT_STATUS: &[(&str, &str)] = &[
     ("2", "the tool failed: bad arguments, a file or folder that could not be read"),
     ("255", "--list-elf/--list-ptx: no device code in a file (cuobjdump's statuses: 0, 1, 255)"),
 ];
+
+/// `--output FORMAT=FILE`: one of the audit's formats, a file name.
+fn parse_output(value: &str) -> Result<(Format, PathBuf), String> {
+    let names = || AUDIT_FORMATS.iter().map(|(f, _)| f.name()).collect::<Vec<_>>().join(", ");
+    let Some((name, file)) = value.split_once('=') else {
+        return Err(format!("expected FORMAT=FILE, FORMAT one of {}", names()));
+    };
+    let format = AUDIT_FORMATS
+        .iter()
+        .map(|(f, _)| *f)
+        .find(|f| f.name() == name)
+        .ok_or_else(|| format!("unknown format '{name}' (one of {})", names()))?;
+    if file.is_empty() {
+        return Err(format!("no file after '{name}='"));
+    }
+    Ok((format, PathBuf::from(file)))
+}
 
 /// The name the program was called by (cuobjdump's messages use it).
 pub fn program_name(argv: &[OsString]) -> String {
@@ -223,6 +247,10 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
         let mut out = io::stdout().lock();
         report::write(&mut out, &report, args.format, color)?;
         out.flush()?;
+    }
+    for (format, file) in &args.output {
+        crate::fs::atomic::write_whole(file, |w| report::write(w, &report, *format, false))
+            .with_context(|| format!("--output {}", format.name()))?;
     }
     // Files that could not be examined make the status 2: say so on stderr
     // too, where `> report.txt` or a JSON consumer does not hide it (inside

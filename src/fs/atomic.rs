@@ -105,9 +105,14 @@ pub const TEMP_CREATE: &str = "cannot create the temporary file of the replaceme
 impl Replacement {
     /// Creates the temporary file (mode 0600 until commit).
     pub fn create(target: &Path) -> Result<Replacement, PathError> {
+        Self::create_mode(target, 0o600)
+    }
+
+    /// Creates the temporary file with `mode` (less the umask).
+    fn create_mode(target: &Path, mode: u32) -> Result<Replacement, PathError> {
         for _ in 0..16 {
             let temp = temp_name(target);
-            match OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&temp)
+            match OpenOptions::new().read(true).write(true).create_new(true).mode(mode).open(&temp)
             {
                 Ok(file) => {
                     return Ok(Replacement { target: target.to_path_buf(), temp, file: Some(file) })
@@ -194,6 +199,33 @@ impl Drop for Replacement {
             let _ = std::fs::remove_file(&self.temp);
         }
     }
+}
+
+/// Writes a whole file through `fill`: afterwards `path` holds the old file
+/// or everything `fill` wrote, never a part (a report a CI step or Hydra
+/// reads while we write, or one left by a failure, is never cut). An
+/// existing file keeps its owner and mode; a new one gets 0666 less the
+/// umask, as a file made by `>` does. On any failure the temporary file is
+/// removed and the old file is untouched.
+pub fn write_whole(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
+) -> Result<(), PathError> {
+    let original = std::fs::metadata(path).ok().filter(std::fs::Metadata::is_file);
+    let repl = match original {
+        Some(_) => Replacement::create(path)?,
+        None => Replacement::create_mode(path, 0o666)?,
+    };
+    let write_err = |e| PathError::during(path, "cannot write the new file", e);
+    let mut out = io::BufWriter::new(repl.file());
+    fill(&mut out).map_err(write_err)?;
+    io::Write::flush(&mut out).map_err(write_err)?;
+    drop(out);
+    let meta = match original {
+        Some(meta) => meta,
+        None => repl.file().metadata().map_err(write_err)?,
+    };
+    repl.commit(&meta, &[], false)
 }
 
 /// The journal of an in-place patch: written before anything is appended to
@@ -311,6 +343,30 @@ fn recover_inner(journal: &Path, text: &[u8]) -> Result<Recovery, PathError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn write_whole_keeps_the_mode_and_never_leaves_a_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("report.json");
+        write_whole(&target, |w| w.write_all(b"first\n")).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"first\n");
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_whole(&target, |w| w.write_all(b"second\n")).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"second\n");
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o640);
+        // A writer failing half-way: the old file stays, no temporary file.
+        let err = write_whole(&target, |w| {
+            w.write_all(b"half")?;
+            Err(io::Error::other("emitter failed"))
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("report.json"), "{err}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"second\n");
+        let names: Vec<_> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("report.json")]);
+    }
     use super::*;
     use std::io::Write;
 
