@@ -139,12 +139,17 @@ pub fn scan_path(local: &Path, settings: &Settings) -> std::io::Result<Option<Ve
     if !meta.is_file() {
         return Ok(None);
     }
-    let data = host::map(local)?;
+    Ok(Some(scan_mapped(&host::map(local)?, settings)))
+}
+
+/// The references of a regular file's bytes, mapped already (by the audit,
+/// which has read its headers and device code from the same map).
+pub fn scan_mapped(data: &host::Mapped, settings: &Settings) -> Vec<Reference> {
     data.sequential();
-    let hits = settings.candidates.scan(&data, 0, &|done| data.release(done));
-    let mut refs = if hits.is_empty() { Vec::new() } else { locate(&data, hits, settings) };
-    refs.extend(build_top(&data, settings, None));
-    Ok(Some(refs))
+    let hits = settings.candidates.scan(data, 0, &|done| data.release(done));
+    let mut refs = if hits.is_empty() { Vec::new() } else { locate(data, hits, settings) };
+    refs.extend(build_top(data, settings, None));
+    refs
 }
 
 fn unlocated(settings: &Settings, hit: Hit) -> Reference {

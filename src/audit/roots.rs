@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::failure::{self, Failure};
 use super::references::{self, Reference};
 use super::{audit_file_at, checks, Audit, FileOutcome, Policy};
+use crate::devicecode::host;
 use crate::fs::typed::{self, Follow};
 use crate::fs::walk;
 
@@ -59,15 +60,27 @@ fn examine(
     if !(is_file || link) {
         return None;
     }
-    let outcome = if is_file { audit_file_at(local, logical, shown, policy) } else { Ok(None) };
-    let refs = match (&policy.references, &outcome) {
-        (Some(settings), Ok(_)) => references::scan_path(local, settings)
-            .map(|r| (r.unwrap_or_default(), own_base(logical, &settings.store_dir)))
-            .map_err(|e| Failure::io(shown, &e)),
-        // A file that could not be read fails once, as the audit says.
-        _ => Ok((Vec::new(), None)),
+    let Some(settings) = &policy.references else {
+        return Some((audit_file_at(local, logical, shown, policy), Ok((Vec::new(), None))));
     };
-    Some((outcome, refs))
+    let own = own_base(logical, &settings.store_dir);
+    if !is_file {
+        let refs = references::scan_path(local, settings).map(|r| (r.unwrap_or_default(), own));
+        return Some((Ok(None), refs.map_err(|e| Failure::io(shown, &e))));
+    }
+    // One map for both: the audit reads headers and device code, then the
+    // reference scan streams every byte of the same map.
+    let data = match host::map(local) {
+        Ok(data) => data,
+        Err(e) => return Some((Err(Failure::io(shown, &e)), Ok((Vec::new(), None)))),
+    };
+    let outcome = super::audit_mapped(&data, local, logical, shown, policy);
+    // A file that could not be read fails once, as the audit says.
+    let refs = match &outcome {
+        Ok(_) => references::scan_mapped(&data, settings),
+        Err(_) => Vec::new(),
+    };
+    Some((outcome, Ok((refs, own))))
 }
 
 /// The base name of the store path `path` lies in, if any.
