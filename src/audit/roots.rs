@@ -48,25 +48,37 @@ type Refs = Result<(Vec<Reference>, Option<String>), Failure>;
 /// Examines one entry of a walk (or a root): a regular file is audited, and
 /// with reference finding on a file or link is scanned for references.
 /// `None`: nothing to examine (a folder, a link with reference finding off).
+/// `below`: the entry lies below the root (its name is part of the
+/// output's NAR, and scanned; the root's own name is the store path's).
 fn examine(
     local: &Path,
     logical: &Path,
     shown: &Path,
     file_type: std::fs::FileType,
+    below: bool,
     policy: &Policy,
 ) -> Option<(FileOutcome, Refs)> {
     let is_file = file_type.is_file();
-    let link = file_type.is_symlink() && policy.references.is_some();
-    if !(is_file || link) {
-        return None;
-    }
     let Some(settings) = &policy.references else {
-        return Some((audit_file_at(local, logical, shown, policy), Ok((Vec::new(), None))));
+        let outcome = is_file.then(|| audit_file_at(local, logical, shown, policy))?;
+        return Some((outcome, Ok((Vec::new(), None))));
     };
     let own = own_base(logical, &settings.store_dir);
+    let mut refs = match local.file_name().filter(|_| below) {
+        Some(name) => references::scan_name(name.as_encoded_bytes(), settings),
+        None => Vec::new(),
+    };
     if !is_file {
-        let refs = references::scan_path(local, settings).map(|r| (r.unwrap_or_default(), own));
-        return Some((Ok(None), refs.map_err(|e| Failure::io(shown, &e))));
+        if file_type.is_symlink() {
+            match references::scan_path(local, settings) {
+                Ok(found) => refs.extend(found.unwrap_or_default()),
+                Err(e) => return Some((Ok(None), Err(Failure::io(shown, &e)))),
+            }
+        } else if refs.is_empty() {
+            // A folder (or a FIFO) whose name names no store path.
+            return None;
+        }
+        return Some((Ok(None), Ok((refs, own))));
     }
     // One map for both: the audit reads headers and device code, then the
     // reference scan streams every byte of the same map.
@@ -76,10 +88,9 @@ fn examine(
     };
     let outcome = super::audit_mapped(&data, local, logical, shown, policy);
     // A file that could not be read fails once, as the audit says.
-    let refs = match &outcome {
-        Ok(_) => references::scan_mapped(&data, settings),
-        Err(_) => Vec::new(),
-    };
+    if outcome.is_ok() {
+        refs.extend(references::scan_mapped(&data, settings));
+    }
     Some((outcome, Ok((refs, own))))
 }
 
@@ -170,7 +181,7 @@ fn path_root(
     if typed.is_dir {
         let rel = |p: &Path| p.strip_prefix(root).map(Path::to_path_buf).unwrap_or_default();
         let walked = walk::walk(root, &walk::Options::default(), |p, kind| {
-            examine(p, p, &typed.shown(p), kind.file_type, policy)
+            examine(p, p, &typed.shown(p), kind.file_type, kind.depth > 0, policy)
         });
         failures.extend(walked.errors.iter().map(Failure::from));
         let base = root_name(root);
@@ -182,7 +193,7 @@ fn path_root(
         // Files found by the walk below a real root are real already
         // (links inside folders are not followed).
         let kind = std::fs::symlink_metadata(root).map(|m| m.file_type());
-        let examined = kind.ok().and_then(|k| examine(root, root, path, k, policy));
+        let examined = kind.ok().and_then(|k| examine(root, root, path, k, false, policy));
         // Not a file (a FIFO, a device): the audit says why, as before.
         let (outcome, refs) = examined
             .unwrap_or_else(|| (super::audit_file(root, path, policy), Ok((Vec::new(), None))));
@@ -213,7 +224,7 @@ fn mounted_root(
         let rel = |p: &Path| p.strip_prefix(local).map(Path::to_path_buf).unwrap_or_default();
         let walked = walk::walk(local, &walk::Options::default(), |p, kind| {
             let shown = logical.join(rel(p));
-            examine(p, &shown, &shown, kind.file_type, policy)
+            examine(p, &shown, &shown, kind.file_type, kind.depth > 0, policy)
         });
         failures.extend(walked.errors.iter().map(|e| {
             let failure = Failure::from(e);
@@ -227,7 +238,9 @@ fn mounted_root(
             outcomes.push((logical.join(rel(&p)), location, outcome, refs));
         }
     } else if meta.is_file() {
-        if let Some((outcome, refs)) = examine(local, logical, logical, meta.file_type(), policy) {
+        if let Some((outcome, refs)) =
+            examine(local, logical, logical, meta.file_type(), false, policy)
+        {
             outcomes.push((logical.clone(), name.to_string(), outcome, refs));
         }
     } else if meta.file_type().is_symlink() {

@@ -153,6 +153,27 @@ pub fn hash_of(base: &[u8]) -> Option<[u8; HASH_LEN]> {
     hash.try_into().ok()
 }
 
+/// Every bare `<hash>-<name>` in `bytes` (a file name, which cannot hold
+/// the store folder): `(offset, base name)`, the hash at the start of a run
+/// of alphabet bytes, followed by `-` and a name. Which of them are store
+/// paths the caller decides (a candidate's hash, or a path that exists).
+pub fn bare_names(bytes: &[u8]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i + HASH_LEN < bytes.len() {
+        let run = bytes[i..].iter().take_while(|&&b| is_base32(b)).count();
+        if run == HASH_LEN {
+            let name = name_after(bytes, i + HASH_LEN);
+            if !name.is_empty() {
+                let end = i + HASH_LEN + 1 + name.len();
+                found.push((i, String::from_utf8_lossy(&bytes[i..end]).into_owned()));
+            }
+        }
+        i += run.max(1);
+    }
+    found
+}
+
 /// The name after a hash at `window[at..]`: `-` and the name's characters.
 fn name_after(window: &[u8], at: usize) -> &[u8] {
     if window.get(at) != Some(&b'-') {
@@ -280,6 +301,15 @@ mod tests {
         let offsets: Vec<u64> = hits.iter().map(|h| h.offset).collect();
         assert_eq!(offsets, vec![34, 34 + 32 + 2 + 11]);
         assert!(hits.iter().all(|h| h.path == format!("{H1}-foo")));
+    }
+
+    #[test]
+    fn bare_names_are_whole_hash_runs_with_a_name() {
+        // A run longer than a hash, and a hash with no name, are none.
+        let text = format!("x{H1}-foo.pc/{H2}z-bar {H1}-");
+        let found = bare_names(text.as_bytes());
+        assert_eq!(found, vec![(1, format!("{H1}-foo.pc"))]);
+        assert!(bare_names(format!("{H1}").as_bytes()).is_empty());
     }
 
     #[test]
