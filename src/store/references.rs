@@ -154,19 +154,22 @@ pub fn hash_of(base: &[u8]) -> Option<[u8; HASH_LEN]> {
 }
 
 /// Every bare `<hash>-<name>` in `bytes` (a file name, which cannot hold
-/// the store folder): `(offset, base name)`, the hash at the start of a run
-/// of alphabet bytes, followed by `-` and a name. Which of them are store
-/// paths the caller decides (a candidate's hash, or a path that exists).
+/// the store folder): `(offset, base name)`, the hash the last 32 bytes of
+/// a run of alphabet bytes (Nix's scanner looks at every window, so
+/// `x<hash>` holds `<hash>` too), followed by `-` and a name. Which of them
+/// are store paths the caller decides (a candidate's hash, or a path that
+/// exists).
 pub fn bare_names(bytes: &[u8]) -> Vec<(usize, String)> {
     let mut found = Vec::new();
     let mut i = 0;
     while i + HASH_LEN < bytes.len() {
         let run = bytes[i..].iter().take_while(|&&b| is_base32(b)).count();
-        if run == HASH_LEN {
-            let name = name_after(bytes, i + HASH_LEN);
+        if run >= HASH_LEN {
+            let at = i + run - HASH_LEN;
+            let name = name_after(bytes, i + run);
             if !name.is_empty() {
-                let end = i + HASH_LEN + 1 + name.len();
-                found.push((i, String::from_utf8_lossy(&bytes[i..end]).into_owned()));
+                let end = i + run + 1 + name.len();
+                found.push((at, String::from_utf8_lossy(&bytes[at..end]).into_owned()));
             }
         }
         i += run.max(1);
@@ -305,11 +308,13 @@ mod tests {
 
     #[test]
     fn bare_names_are_whole_hash_runs_with_a_name() {
-        // A run longer than a hash, and a hash with no name, are none.
-        let text = format!("x{H1}-foo.pc/{H2}z-bar {H1}-");
+        // The hash ends the run (`x` is in the alphabet); a hash followed by
+        // no name, and a run too short, are none.
+        let text = format!("x{H1}-foo.pc/{H2}/{H1}-");
         let found = bare_names(text.as_bytes());
         assert_eq!(found, vec![(1, format!("{H1}-foo.pc"))]);
-        assert!(bare_names(format!("{H1}").as_bytes()).is_empty());
+        assert!(bare_names(H1.as_bytes()).is_empty());
+        assert!(bare_names(format!("{}-foo", &H1[1..]).as_bytes()).is_empty());
     }
 
     #[test]
