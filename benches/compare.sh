@@ -7,7 +7,9 @@
 #   benches/compare.sh --quick         small inputs, few rounds: CI's smoke test
 #   PREVIOUS=DIR benches/compare.sh    also the audit against an earlier build's binaries
 #   benches/compare.sh --only LIST     only these sections (comma-separated):
-#                                      symlinks, runpath, cross, listing, audit, references, scaling, cache
+#                                      symlinks, runpath, cross, listing, audit, references, why, scaling, cache
+#   BIN_DIR=DIR benches/compare.sh     these binaries (e.g. target/release) instead of
+#                                      `make static`'s (which builds first); the table says so
 #
 # Inputs are generated or downloaded (pinned) into .cache/bench (ignored by
 # git); the test corpus comes from tests/tools/corpus.sh (.cache/corpus). The
@@ -21,20 +23,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 quick=false
-only=symlinks,runpath,cross,listing,audit,references,scaling,cache
+only=symlinks,runpath,cross,listing,audit,references,why,scaling,cache
 while (($#)); do
   case $1 in
     --quick) quick=true ;;
     --only) only=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,references,scaling,cache]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,references,why,scaling,cache]" >&2; exit 2 ;;
   esac
   shift
 done
 want() { [[ ,$only, == *,$1,* ]]; }
 
 host=$(rustc -vV | sed -n 's/^host: //p')
-make -s static >/dev/null
-bin=$root/target/$host/release
+if [[ -n ${BIN_DIR:-} ]]; then
+  bin=$(cd "$BIN_DIR" && pwd)
+else
+  make -s static >/dev/null
+  bin=$root/target/$host/release
+fi
 cache=$root/.cache/bench
 mkdir -p "$cache"
 patchelf=$root/.tools/patchelf
@@ -432,6 +438,12 @@ if want references && need_corpus; then
   compare "audit --references vs the audit without, warm" "$size" "$r" "$r" "cuda-elf-inspect (no reference finding)" \
     -- "$bin/cuda-elf-inspect" --references "${corpus_dirs[@]}" \
     -- "$bin/cuda-elf-inspect" --no-references "${corpus_dirs[@]}"
+  # The floor of any scan by Nix's rule (every byte): the audit without it,
+  # then every byte of the same files read once more (cat). Ours at 1.00x or
+  # more: reference finding costs no more than reading the bytes.
+  compare "audit --references vs the audit without + cat of every file, warm" "$size" "$r" "$r" "cuda-elf-inspect --no-references; cat every file" \
+    -- "$bin/cuda-elf-inspect" --references "${corpus_dirs[@]}" \
+    -- bash -c 'b=$1; shift; "$b" --no-references "$@" >/dev/null; find -H "$@" -type f -exec cat {} + >/dev/null' _ "$bin/cuda-elf-inspect" "${corpus_dirs[@]}"
   if ! $quick && $can_drop; then
     SETUP=cold WARMUP=false compare "audit --references vs the audit without, cold" "$size" "$r" "$r" "cuda-elf-inspect (no reference finding)" \
       -- "$bin/cuda-elf-inspect" --references "${corpus_dirs[@]}" \
@@ -473,14 +485,7 @@ if want scaling && need_corpus; then
     -- "$bin/cuda-elf-inspect" "${corpus_dirs[@]}" "$twice"
 fi
 
-# ---- cache -----------------------------------------------------------------------------
-# Issue 16: the audit of a closure as a binary cache serves it (`--substituter
-# file://... --closure`: fetch, check NarHash, unpack the objects, audit) vs
-# what one does without it: realise the closure (`nix copy --from` the same
-# cache into an empty store) and audit the realised paths. Plus the bound: plain
-# decompression of the closure's NARs (`zstd -dc`). The closure: a top path
-# referring to corpus folders imported into a throwaway store (cuRAND 12 for
-# --quick; cuRAND 12 and cuFFT 11 for the full run), copied by Nix with zstd.
+# A throwaway Nix store under a folder (the why and cache sections).
 nixenv() {
   local d=$1
   shift
@@ -489,6 +494,69 @@ nixenv() {
     NIX_CONFIG=$'build-hook =\nsandbox = false\nsubstituters =\nbuild-users-group =\n' "$@"
 }
 wipe_store() { [[ -d $1/store ]] && chmod -R u+w "$1/store"; rm -rf "$1/store" "$1/state" "$1/log"; }
+
+# ---- why ---------------------------------------------------------------------------------
+# Issue 22: "why is nvcc in my runtime closure?" answered from a file:// cache
+# (--closure --why build-only: narinfo References, NARs streamed, each hop's
+# file and place) against `nix why-depends --all` on the same paths realised
+# in a throwaway store: with --precise (the byte context, as ours names the
+# place: it reads the files of every path on a chain) and without (the
+# reference graph from Nix's database alone, no file named). The closure:
+# app -> a copy of cuRAND 12 (167 MB) with the nvcc path appended to its
+# library -> cuda_nvcc-13.5.
+make_why_store() { # DIR -> prints "APP NVCC"
+  local dir=$1 curand=$2
+  if [[ ! -f $dir/.done ]]; then
+    wipe_store "$dir"
+    rm -rf "$dir"
+    mkdir -p "$dir/etc" "$dir/home" "$dir/tmp"
+    local expr app
+    expr='let mk = name: script: attrs: derivation ({ inherit name; system = builtins.currentSystem; builder = "/bin/sh"; args = [ "-c" ("PATH=/usr/bin:/bin; " + script) ]; } // attrs);
+      nvcc = mk "cuda_nvcc-13.5" "mkdir -p $out/bin; echo nvcc > $out/bin/nvcc" {};
+      lib = mk "libcurand-leaky" "cp -r $src $out; chmod -R u+w $out; for f in $(find $out -name \"libcurand.so*\" -type f); do printf \"%s/bin/nvcc\" $nvcc >> $f; done" { inherit nvcc; src = builtins.path { path = '"$curand"'; name = "corpus-curand"; }; };
+    in mk "app" "echo $lib > $out" { inherit lib; }'
+    app=$(nixenv "$dir" "$root/.tools/nix/bin/nix-build" --no-out-link -E "$expr") || return 1
+    nixenv "$dir" "$root/.tools/nix/bin/nix" --extra-experimental-features nix-command \
+      copy --to "file://$dir/cache?compression=zstd" "$app" >&2 || return 1
+    echo "$app $(nixenv "$dir" "$root/.tools/nix/bin/nix-store" -qR "$app" | grep -- -cuda_nvcc-)" >"$dir/paths"
+    touch "$dir/.done"
+  fi
+  cat "$dir/paths"
+}
+if want why && need_corpus; then
+  whydir=$(realpath "$cache")/nixwhy
+  r=5
+  $quick && r=2
+  if read -r app nvcc < <(make_why_store "$whydir" "$(realpath "$root/.cache/corpus/lib/nvidia-curand-cu12-10.3.10.19")") && [[ -n $nvcc ]]; then
+    size="closure of 3 paths (app -> cuRAND 12 copy, 167 MB, nvcc path appended -> cuda_nvcc), $(du -cm "$whydir"/cache/nar/*.nar.zst | tail -n 1 | cut -f1) MB zstd"
+    ours=(env NIX_STORE="$whydir/store" TMPDIR="$whydir/tmp" "$bin/cuda-elf-inspect" --substituter "file://$whydir/cache" --closure --why build-only "$app")
+    # (a command, not the nixenv function: /usr/bin/time runs it)
+    why_nix=(env NIX_STORE_DIR="$whydir/store" NIX_STATE_DIR="$whydir/state" NIX_LOG_DIR="$whydir/log"
+      NIX_CONF_DIR="$whydir/etc" HOME="$whydir/home" NIX_PATH= NIX_CONFIG=$'build-hook =\nsandbox = false\nsubstituters =\nbuild-users-group =\n'
+      "$root/.tools/nix/bin/nix" --extra-experimental-features nix-command why-depends --all)
+    compare "why is nvcc in the closure: --closure --why from the cache" "$size" "$r" "$r" "nix why-depends --all --precise, realised" \
+      -- "${ours[@]}" -- "${why_nix[@]}" --precise "$app" "$nvcc"
+    compare "why is nvcc in the closure: --closure --why from the cache" "$size" "$r" "$r" "nix why-depends --all (graph only), realised" \
+      -- "${ours[@]}" -- "${why_nix[@]}" "$app" "$nvcc"
+    # Same chains: tests/references.rs compares the edges; here the hop count.
+    # (ours exits 1: nvcc is a build-only error; neither may stop the script)
+    hops=$("${ours[@]}" --format json 2>/dev/null | python3 -c 'import json,sys; print(sum(len(c["hops"]) for c in json.load(sys.stdin)["chains"]))') || true
+    nix_hops=$("${why_nix[@]}" "$app" "$nvcc" 2>/dev/null | grep -c -- '───') || true
+    [[ $hops == "$nix_hops" ]] && note "why: the same number of hops as nix why-depends --all ($hops)" ||
+      note "why: $hops hops, nix why-depends --all printed $nix_hops (not equal)"
+  else
+    note "the why store could not be made: the why rows are missing"
+  fi
+fi
+
+# ---- cache -----------------------------------------------------------------------------
+# Issue 16: the audit of a closure as a binary cache serves it (`--substituter
+# file://... --closure`: fetch, check NarHash, unpack the objects, audit) vs
+# what one does without it: realise the closure (`nix copy --from` the same
+# cache into an empty store) and audit the realised paths. Plus the bound: plain
+# decompression of the closure's NARs (`zstd -dc`). The closure: a top path
+# referring to corpus folders imported into a throwaway store (cuRAND 12 for
+# --quick; cuRAND 12 and cuFFT 11 for the full run), copied by Nix with zstd.
 make_nix_cache() { # DIR CORPUS_DIR... -> prints the top store path
   local dir=$1
   shift
@@ -568,6 +636,7 @@ fi
 
 # ---- report -----------------------------------------------------------------------------
 echo
+[[ -n ${BIN_DIR:-} ]] && note "binaries from BIN_DIR=$BIN_DIR, not make static"
 echo "Machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n 1), $(awk '/MemTotal/ { printf "%.0f GB RAM", $2 / 1048576 }' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg); $(date -u '+%Y-%m-%d %H:%M UTC'); benches/compare.sh${quick:+}$($quick && echo ' --quick')"
 echo
 echo "| workload | input | ours median (min-max) | ours peak RSS | anchor | anchor median (min-max) | anchor peak RSS | anchor/ours | runs ours/anchor |"

@@ -31,6 +31,11 @@ struct Built {
     nvcc: String,
     /// `app`: a script naming the library, and a link to nvcc.
     app: String,
+    /// `misc`: store paths in files that are no objects (a `.pc` file, a
+    /// script), a link, and in names only (a folder and a file named after
+    /// `named`'s store path, which nothing else names).
+    misc: String,
+    named: String,
 }
 
 fn build() -> Built {
@@ -65,6 +70,17 @@ fn build() -> Built {
          ln -s $nvcc/bin/nvcc $out/bin/nvcc\n",
     )
     .unwrap();
+    fs::write(
+        d.join("misc.sh"),
+        "PATH=/usr/bin:/bin; mkdir -p $out/lib/pkgconfig $out/bin $out/share/by-hash\n\
+         printf 'prefix=%s\\nincludedir=%s/include\\n' $out $nvcc > $out/lib/pkgconfig/k.pc\n\
+         printf '#!/bin/sh\\nexec %s/bin/run\\n' $app > $out/bin/go\n\
+         ln -s $lib/lib/libk.so $out/lib/libk.so\n\
+         mkdir $out/share/by-hash/$(basename $named)\n\
+         touch $out/share/by-hash/$(basename $named)/x $out/share/$(basename $named).conf\n",
+    )
+    .unwrap();
+    fs::write(d.join("named.sh"), "PATH=/usr/bin:/bin; echo named > $out\n").unwrap();
     let cu = "#include \\\"twice.cuh\\\"\\n__global__ void k(float *x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\\nextern \\\"C\\\" void run(float *x) { k<<<1, 32>>>(x); }\\n";
     let expr = format!(
         r#"let mk = name: script: attrs: derivation ({{
@@ -73,7 +89,9 @@ fn build() -> Built {
           }} // attrs);
           nvcc = mk "cuda_nvcc-13.5" "nvcc.sh" {{}};
           lib = mk "libk" "lib.sh" {{ inherit nvcc; src = builtins.toFile "k.cu" "{cu}"; }};
-      in [ lib nvcc (mk "app" "app.sh" {{ inherit lib nvcc; }}) ]"#,
+          app = mk "app" "app.sh" {{ inherit lib nvcc; }};
+          named = mk "named-only" "named.sh" {{}};
+      in [ lib nvcc app (mk "misc" "misc.sh" {{ inherit lib nvcc app named; }}) named ]"#,
         d = d.display()
     );
     let options = ["sandbox", "false", "substituters", "", "build-users-group", ""];
@@ -84,8 +102,9 @@ fn build() -> Built {
     args.extend(["-E", &expr]);
     let built = nix(d, "nix-build", &args);
     let mut lines = built.lines().map(str::to_string);
-    let (lib, nvcc, app) = (lines.next().unwrap(), lines.next().unwrap(), lines.next().unwrap());
-    Built { store: d.join("store"), dir, lib, nvcc, app }
+    let mut next = || lines.next().unwrap();
+    let (lib, nvcc, app, misc, named) = (next(), next(), next(), next(), next());
+    Built { store: d.join("store"), dir, lib, nvcc, app, misc, named }
 }
 
 /// The audit's JSON (exit status, document) with `NIX_STORE` the throwaway store.
@@ -177,6 +196,54 @@ fn the_audit_finds_what_nix_records() {
     assert_eq!(s, Some(0), "{doc:#}");
     let (_, doc) = audit(&b.store, &["--no-references", &b.lib]);
     assert!(doc["files"].as_array().unwrap().iter().all(|f| f.get("references").is_none()));
+}
+
+/// Nix records references from every file of an output, not only object
+/// files, and from link targets and names (its NAR holds them): the audit's
+/// visible references over the whole output (object files' `references`
+/// and the report's top-level `references` for every other entry) are
+/// the set Nix records, each named by its place.
+#[test]
+fn every_file_link_and_name_is_scanned_as_nix_does() {
+    let b = build();
+    let recorded: BTreeSet<String> =
+        nix(b.dir.path(), "nix-store", &["-q", "--references", &b.misc])
+            .lines()
+            .map(str::to_string)
+            .collect();
+    for p in [&b.nvcc, &b.app, &b.lib, &b.named, &b.misc] {
+        assert!(recorded.contains(p), "Nix did not record {p}: {recorded:?}");
+    }
+    let (_, doc) = audit(&b.store, &[&b.misc]);
+    let entries = doc["references"].as_array().unwrap_or_else(|| panic!("{doc:#}"));
+    let mut found: Vec<(String, serde_json::Value)> = Vec::new();
+    for e in entries {
+        for r in e["references"].as_array().unwrap() {
+            found.push((e["path"].as_str().unwrap().to_string(), r.clone()));
+        }
+    }
+    let visible: BTreeSet<String> = found
+        .iter()
+        .filter(|(_, r)| r["visible"] == true)
+        .map(|(_, r)| r["target"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(visible, recorded, "the audit's visible references are not Nix's: {found:#?}");
+    let at = |file: &str, target: &str, section: Option<&str>| {
+        found.iter().any(|(p, r)| {
+            p == &format!("{}/{file}", b.misc)
+                && r["target"] == target
+                && r["section"].as_str() == section
+        })
+    };
+    let base = b.named.rsplit('/').next().unwrap();
+    assert!(at("lib/pkgconfig/k.pc", &b.nvcc, None), "{found:#?}");
+    assert!(at("lib/pkgconfig/k.pc", &b.misc, None), "{found:#?}");
+    assert!(at("bin/go", &b.app, None), "{found:#?}");
+    assert!(at("lib/libk.so", &b.lib, Some("symlink")), "{found:#?}");
+    assert!(at(&format!("share/by-hash/{base}"), &b.named, Some("name")), "{found:#?}");
+    assert!(at(&format!("share/{base}.conf"), &b.named, Some("name")), "{found:#?}");
+    // The name's offset is the hash's in the name.
+    assert!(found.iter().all(|(_, r)| r["section"] != "name" || r["offset"] == 0), "{found:#?}");
 }
 
 /// `--forbid-reference` makes any path build-only; a file's own store path

@@ -288,6 +288,28 @@ test_cuda_elf_inspect() {
   if expect cei-sourced-twice 0; then
     check "cei-sourced-twice: registered once" test "$(grep -cx cudaElfInspect "$result/registered")" = 1
   fi
+  test_cuda_elf_inspect_references
+}
+
+# Build-only references: the finding id and the file in the log, the ratchet.
+test_cuda_elf_inspect_references() {
+  local leak='re:build-only-reference.*share/leak[.]conf|share/leak[.]conf.*build-only-reference'
+  if expect cei-ref-allowed 0; then
+    refute cei-ref-allowed "build-only-reference"
+  fi
+  expect cei-ref-forbidden 100 "$leak" "-leak-dep (forbidden"
+  # Nix's own check would fail too, after ours, without saying where.
+  expect cei-ref-disallowed 100 "$leak" "disallowedReferences"
+  if expect cei-ref-baseline 0; then
+    check "cei-ref-baseline: the baseline holds the reference" grep -q "leak-dep" "$result"
+  fi
+  if expect cei-ref-ratchet 0; then
+    refute cei-ref-ratchet "ERROR"
+  fi
+  if expect cei-ref-ratchet-new 100 "$leak" "leak-dep-two"; then
+    # The baselined one is not reported again.
+    refute cei-ref-ratchet-new "-leak-dep (forbidden"
+  fi
 }
 
 # ---- nix/audit.nix ------------------------------------------------------------------

@@ -201,6 +201,38 @@ let
       }
       // attrs
     );
+  # Build-only references (the cases below, cei-ref-*).
+  refLeakDep = stdenv.mkDerivation {
+    name = "leak-dep";
+    dontUnpack = true;
+    installPhase = ''mkdir -p "$out/bin" && echo tool >"$out/bin/tool"'';
+  };
+  refLeakDep2 = stdenv.mkDerivation {
+    name = "leak-dep-two";
+    dontUnpack = true;
+    installPhase = ''mkdir -p "$out/bin" && echo tool >"$out/bin/tool"'';
+  };
+  refLeak =
+    attrs:
+    withCuda "cei-ref-leak" [ "8.0" ] (
+      {
+        leak = refLeakDep;
+        installPhase = ''
+          mkdir -p "$out/lib" "$out/share"
+          cp "$fixture" "$out/lib/libkernel.so"
+          printf 'tool=%s/bin/tool\n' "$leak" >"$out/share/leak.conf"
+          for p in ''${leakMore-}; do printf 'more=%s\n' "$p" >>"$out/share/leak.conf"; done
+        '';
+      }
+      // attrs
+    );
+  cei-ref-allowed = refLeak { };
+  # The baseline, written outside a build's environment from the allowed
+  # output, as a maintainer would from `result`.
+  cei-ref-baseline = t.runCommand "cei-ref-baseline" { } ''
+    env -i PATH="$PATH" NIX_STORE="$NIX_STORE" ${t.nix-cuda-hooks}/bin/cuda-elf-inspect \
+      --system-lib-dirs --forbid-reference ${refLeakDep} --write-baseline "$out" ${cei-ref-allowed}
+  '';
 in
 {
   inherit (t) nix-cuda-hooks;
@@ -553,6 +585,30 @@ in
       removeStubsFromRunpathHook
     ];
     postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+  };
+
+  # ---- build-only references (docs/references.md) -----------------------------
+  # An output whose text file names a dependency's store path: the hook fails
+  # the build when that path is forbidden (cudaElfInspectForbidReferences, or
+  # Nix's disallowedReferences), and a baseline made from the allowed build
+  # with --write-baseline lets exactly that reference pass (the ratchet);
+  # one more forbidden reference still fails. Every variant has the same
+  # name, so that the baseline's locations (the store hash stripped) match.
+  inherit cei-ref-allowed;
+  cei-ref-forbidden = refLeak { cudaElfInspectForbidReferences = [ refLeakDep ]; };
+  cei-ref-disallowed = refLeak { disallowedReferences = [ refLeakDep ]; };
+  inherit cei-ref-baseline;
+  cei-ref-ratchet = refLeak {
+    cudaElfInspectForbidReferences = [ refLeakDep ];
+    cudaElfInspectBaseline = cei-ref-baseline;
+  };
+  cei-ref-ratchet-new = refLeak {
+    leakMore = [ refLeakDep2 ];
+    cudaElfInspectForbidReferences = [
+      refLeakDep
+      refLeakDep2
+    ];
+    cudaElfInspectBaseline = cei-ref-baseline;
   };
 
   # ---- autoAddDlopenRunpath ---------------------------------------------------

@@ -245,11 +245,27 @@ pub fn audit_file_at(local: &Path, path: &Path, shown: &Path, policy: &Policy) -
         return Ok(None);
     }
     let data = host::map(local).map_err(describe)?;
+    audit_mapped(&data, local, path, shown, policy)
+}
+
+/// [`audit_file_at`] on the file's bytes mapped already (reference finding
+/// reads the same map afterwards: one open, one map, each page mapped once
+/// for both). `Ok(None)`: not an object file.
+pub fn audit_mapped(
+    data: &host::Mapped,
+    local: &Path,
+    path: &Path,
+    shown: &Path,
+    policy: &Policy,
+) -> FileOutcome {
+    if !interesting(&data[..data.len().min(8)]) {
+        return Ok(None);
+    }
     // Pages are dropped from the resident set as soon as they are read, so
     // memory stays flat whatever the file size (see host::Mapped::release).
     let release = |part: &[u8]| data.release(part);
     let examined =
-        examine(&data, local, policy, &release).map_err(|e| Failure::unreadable(shown, e))?;
+        examine(data, local, policy, &release).map_err(|e| Failure::unreadable(shown, e))?;
     let dev = examined.read.code;
     let has_device = !dev.is_empty();
     let mut facts = FileFacts {
@@ -281,7 +297,7 @@ pub fn audit_file_at(local: &Path, path: &Path, shown: &Path, policy: &Policy) -
     }
     if policy.driver.is_some() {
         let device = has_device.then_some(&dev);
-        let note = || runtime_note(&data, &examined.note_sections, &release);
+        let note = || runtime_note(data, &examined.note_sections, &release);
         facts.runtime = facts.dynamic.as_ref().and_then(|d| runtime::of(d, device, note));
         checks::driver(path, device, facts.runtime.as_ref(), policy, &mut findings);
     }

@@ -48,7 +48,8 @@ pub struct Reference {
     /// File offset of the hash (of a link's target: offset in the target).
     pub offset: u64,
     /// The ELF section holding it (`.nv_fatbin`, `.dynstr`), `symlink` for
-    /// a link's target; none for other files (the offset says where).
+    /// a link's target, `name` for the entry's own name (file, link or
+    /// folder); none for other files (the offset says where).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub section: Option<String>,
     /// The archive member holding it.
@@ -95,6 +96,9 @@ impl Reference {
             Some(s) if s == "symlink" => {
                 text.push_str(&format!("the link's target, offset {:#x}", self.offset))
             }
+            Some(s) if s == "name" => {
+                text.push_str(&format!("the entry's name, offset {:#x}", self.offset))
+            }
             Some(s) => text.push_str(&format!("section {s}, offset {:#x}", self.offset)),
             None => text.push_str(&format!("offset {:#x}", self.offset)),
         }
@@ -139,12 +143,48 @@ pub fn scan_path(local: &Path, settings: &Settings) -> std::io::Result<Option<Ve
     if !meta.is_file() {
         return Ok(None);
     }
-    let data = host::map(local)?;
+    Ok(Some(scan_mapped(&host::map(local)?, settings)))
+}
+
+/// References in an entry's own name below the output (`name`, the last
+/// component): Nix serialises every name into the NAR it scans, so a store
+/// hash in a file or folder name keeps that path alive. A name cannot hold
+/// the store folder, so in the store-folder mode a bare `<hash>-<name>`
+/// counts when that store path exists (the longest prefix of the name that
+/// does: `<hash>-foo` for a file `<hash>-foo.pc`).
+pub fn scan_name(name: &[u8], settings: &Settings) -> Vec<Reference> {
+    let named = |r: Reference| Reference { section: Some("name".into()), ..r };
+    match &settings.candidates {
+        Candidates::Paths(_) => plain(name, settings, &mut |hit| named(unlocated(settings, hit))),
+        Candidates::StoreDir(store) => crate::store::references::bare_names(name)
+            .into_iter()
+            .filter_map(|(at, base)| {
+                let path = existing_prefix(store, &base)?;
+                let hit = Hit { offset: at as u64, path, tail: String::new() };
+                Some(named(unlocated(settings, hit)))
+            })
+            .collect(),
+    }
+}
+
+/// The longest prefix of `base` (`<hash>-<name>`) that is a path in `store`.
+fn existing_prefix(store: &str, base: &str) -> Option<String> {
+    let shortest = crate::store::references::HASH_LEN + 2;
+    (shortest..=base.len())
+        .rev()
+        .map(|n| &base[..n])
+        .find(|p| Path::new(store).join(p).symlink_metadata().is_ok())
+        .map(str::to_string)
+}
+
+/// The references of a regular file's bytes, mapped already (by the audit,
+/// which has read its headers and device code from the same map).
+pub fn scan_mapped(data: &host::Mapped, settings: &Settings) -> Vec<Reference> {
     data.sequential();
-    let hits = settings.candidates.scan(&data, 0, &|done| data.release(done));
-    let mut refs = if hits.is_empty() { Vec::new() } else { locate(&data, hits, settings) };
-    refs.extend(build_top(&data, settings, None));
-    Ok(Some(refs))
+    let hits = settings.candidates.scan(data, 0, &|done| data.release(done));
+    let mut refs = if hits.is_empty() { Vec::new() } else { locate(data, hits, settings) };
+    refs.extend(build_top(data, settings, None));
+    refs
 }
 
 fn unlocated(settings: &Settings, hit: Hit) -> Reference {

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::failure::{self, Failure};
 use super::references::{self, Reference};
 use super::{audit_file_at, checks, Audit, FileOutcome, Policy};
+use crate::devicecode::host;
 use crate::fs::typed::{self, Follow};
 use crate::fs::walk;
 
@@ -47,27 +48,50 @@ type Refs = Result<(Vec<Reference>, Option<String>), Failure>;
 /// Examines one entry of a walk (or a root): a regular file is audited, and
 /// with reference finding on a file or link is scanned for references.
 /// `None`: nothing to examine (a folder, a link with reference finding off).
+/// `below`: the entry lies below the root (its name is part of the
+/// output's NAR, and scanned; the root's own name is the store path's).
 fn examine(
     local: &Path,
     logical: &Path,
     shown: &Path,
     file_type: std::fs::FileType,
+    below: bool,
     policy: &Policy,
 ) -> Option<(FileOutcome, Refs)> {
     let is_file = file_type.is_file();
-    let link = file_type.is_symlink() && policy.references.is_some();
-    if !(is_file || link) {
-        return None;
-    }
-    let outcome = if is_file { audit_file_at(local, logical, shown, policy) } else { Ok(None) };
-    let refs = match (&policy.references, &outcome) {
-        (Some(settings), Ok(_)) => references::scan_path(local, settings)
-            .map(|r| (r.unwrap_or_default(), own_base(logical, &settings.store_dir)))
-            .map_err(|e| Failure::io(shown, &e)),
-        // A file that could not be read fails once, as the audit says.
-        _ => Ok((Vec::new(), None)),
+    let Some(settings) = &policy.references else {
+        let outcome = is_file.then(|| audit_file_at(local, logical, shown, policy))?;
+        return Some((outcome, Ok((Vec::new(), None))));
     };
-    Some((outcome, refs))
+    let own = own_base(logical, &settings.store_dir);
+    let mut refs = match local.file_name().filter(|_| below) {
+        Some(name) => references::scan_name(name.as_encoded_bytes(), settings),
+        None => Vec::new(),
+    };
+    if !is_file {
+        if file_type.is_symlink() {
+            match references::scan_path(local, settings) {
+                Ok(found) => refs.extend(found.unwrap_or_default()),
+                Err(e) => return Some((Ok(None), Err(Failure::io(shown, &e)))),
+            }
+        } else if refs.is_empty() {
+            // A folder (or a FIFO) whose name names no store path.
+            return None;
+        }
+        return Some((Ok(None), Ok((refs, own))));
+    }
+    // One map for both: the audit reads headers and device code, then the
+    // reference scan streams every byte of the same map.
+    let data = match host::map(local) {
+        Ok(data) => data,
+        Err(e) => return Some((Err(Failure::io(shown, &e)), Ok((Vec::new(), None)))),
+    };
+    let outcome = super::audit_mapped(&data, local, logical, shown, policy);
+    // A file that could not be read fails once, as the audit says.
+    if outcome.is_ok() {
+        refs.extend(references::scan_mapped(&data, settings));
+    }
+    Some((outcome, Ok((refs, own))))
 }
 
 /// The base name of the store path `path` lies in, if any.
@@ -157,7 +181,7 @@ fn path_root(
     if typed.is_dir {
         let rel = |p: &Path| p.strip_prefix(root).map(Path::to_path_buf).unwrap_or_default();
         let walked = walk::walk(root, &walk::Options::default(), |p, kind| {
-            examine(p, p, &typed.shown(p), kind.file_type, policy)
+            examine(p, p, &typed.shown(p), kind.file_type, kind.depth > 0, policy)
         });
         failures.extend(walked.errors.iter().map(Failure::from));
         let base = root_name(root);
@@ -169,7 +193,7 @@ fn path_root(
         // Files found by the walk below a real root are real already
         // (links inside folders are not followed).
         let kind = std::fs::symlink_metadata(root).map(|m| m.file_type());
-        let examined = kind.ok().and_then(|k| examine(root, root, path, k, policy));
+        let examined = kind.ok().and_then(|k| examine(root, root, path, k, false, policy));
         // Not a file (a FIFO, a device): the audit says why, as before.
         let (outcome, refs) = examined
             .unwrap_or_else(|| (super::audit_file(root, path, policy), Ok((Vec::new(), None))));
@@ -200,7 +224,7 @@ fn mounted_root(
         let rel = |p: &Path| p.strip_prefix(local).map(Path::to_path_buf).unwrap_or_default();
         let walked = walk::walk(local, &walk::Options::default(), |p, kind| {
             let shown = logical.join(rel(p));
-            examine(p, &shown, &shown, kind.file_type, policy)
+            examine(p, &shown, &shown, kind.file_type, kind.depth > 0, policy)
         });
         failures.extend(walked.errors.iter().map(|e| {
             let failure = Failure::from(e);
@@ -214,7 +238,9 @@ fn mounted_root(
             outcomes.push((logical.join(rel(&p)), location, outcome, refs));
         }
     } else if meta.is_file() {
-        if let Some((outcome, refs)) = examine(local, logical, logical, meta.file_type(), policy) {
+        if let Some((outcome, refs)) =
+            examine(local, logical, logical, meta.file_type(), false, policy)
+        {
             outcomes.push((logical.clone(), name.to_string(), outcome, refs));
         }
     } else if meta.file_type().is_symlink() {

@@ -237,7 +237,11 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
         }
         Outcome::Audited { audit, baselined } => (audit, baselined),
     };
-    let report = Report::new(audit.files, audit.findings, audit.failures, baselined);
+    let objects: std::collections::BTreeSet<&std::path::Path> =
+        audit.files.iter().map(|f| f.path.as_path()).collect();
+    let others = report::other_references(&audit.references, &objects);
+    let mut report = Report::new(audit.files, audit.findings, audit.failures, baselined);
+    report.references = others;
     if log.in_build() {
         report::buildlog::write(&log, &report);
     }

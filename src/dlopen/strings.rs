@@ -157,7 +157,7 @@ fn stretches<'a>(bytes: &'a [u8], release: &(dyn Fn(&[u8]) + Sync)) -> Vec<Stret
         .par_iter()
         .map(|&from| {
             let to = (from + STRETCH).min(bytes.len());
-            populate(&bytes[from..to]);
+            crate::devicecode::host::populate(&bytes[from..to]);
             // A `.so` that starts before `to` may end after it.
             let window = &bytes[from..(to + 2).min(bytes.len())];
             let mut s = Stretch { names: Vec::new(), libcuda: false, complete: true };
@@ -177,24 +177,6 @@ fn stretches<'a>(bytes: &'a [u8], release: &(dyn Fn(&[u8]) + Sync)) -> Vec<Stret
             s
         })
         .collect()
-}
-
-/// Maps the pages of `part` in one call (`MADV_POPULATE_READ`, Linux 5.14)
-/// rather than one page fault per few pages; where the kernel lacks it the
-/// search faults them in as before.
-fn populate(part: &[u8]) {
-    #[cfg(target_os = "linux")]
-    {
-        const MADV_POPULATE_READ: libc::c_int = 22;
-        const PAGE: usize = 4096;
-        let addr = part.as_ptr() as usize;
-        let first = addr / PAGE * PAGE;
-        let len = addr + part.len() - first;
-        // SAFETY: advice only: it reads the pages of a range this process
-        // has mapped (the slice's own pages); it changes no memory and, on
-        // failure (an old kernel, memory that is no file mapping), nothing.
-        let _ = unsafe { libc::madvise(first as *mut libc::c_void, len, MADV_POPULATE_READ) };
-    }
 }
 
 /// The name around the `.so` at `at`, if it is soname-shaped: its start

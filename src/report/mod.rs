@@ -86,6 +86,39 @@ pub struct Report<F: Serialize> {
     pub failures: Vec<Failure>,
     /// Counts.
     pub summary: Summary,
+    /// With reference finding on: the store references of every entry
+    /// that is no object file (scripts, `.pc` files, text, links, names),
+    /// as Nix records references from any of them; an object file's are
+    /// in its facts.
+    pub references: Vec<EntryReferences>,
+}
+
+/// The references of one entry that is no object file.
+#[derive(Debug, Clone, Serialize)]
+pub struct EntryReferences {
+    /// The path, as the audit shows it.
+    pub path: String,
+    /// Its references, by offset.
+    pub references: Vec<crate::audit::references::Reference>,
+}
+
+/// The entries of `all` (path, reference; sorted by path) that are not in
+/// `objects`, one per path.
+pub fn other_references(
+    all: &[(std::path::PathBuf, crate::audit::references::Reference)],
+    objects: &std::collections::BTreeSet<&std::path::Path>,
+) -> Vec<EntryReferences> {
+    let mut out: Vec<EntryReferences> = Vec::new();
+    for (path, r) in all.iter().filter(|(p, _)| !objects.contains(p.as_path())) {
+        let shown = path.to_string_lossy();
+        match out.last_mut() {
+            Some(last) if last.path == shown => last.references.push(r.clone()),
+            _ => {
+                out.push(EntryReferences { path: shown.into_owned(), references: vec![r.clone()] })
+            }
+        }
+    }
+    out
 }
 
 /// Counts of a report.
@@ -125,7 +158,7 @@ impl<F: Serialize> Report<F> {
             failures: failures.len(),
             baselined,
         };
-        Report { files, findings, failures, summary }
+        Report { files, findings, failures, summary, references: Vec::new() }
     }
 }
 
@@ -155,6 +188,8 @@ struct JsonDoc<'a, F: Serialize> {
     findings: &'a [Finding],
     failures: &'a [Failure],
     summary: &'a Summary,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    references: &'a [EntryReferences],
 }
 
 /// Writes the report as one pretty JSON document.
@@ -166,6 +201,7 @@ pub fn json<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Result
         findings: &report.findings,
         failures: &report.failures,
         summary: &report.summary,
+        references: &report.references,
     };
     serde_json::to_writer_pretty(&mut *out, &doc)?;
     out.write_all(b"\n")

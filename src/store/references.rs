@@ -15,8 +15,9 @@
 //!   the store folder in front is the one thing this mode does not see.
 //!
 //! Memory stays flat: the bytes are read once, in windows of [`WINDOW`]
-//! bytes that overlap by the longest match, and the caller is told which
-//! bytes are done so that their pages can be dropped.
+//! bytes that overlap by the longest match (searched in parallel, a few at
+//! a time), and the caller is told which bytes are done so that their pages
+//! can be dropped.
 
 use std::collections::HashMap;
 
@@ -32,8 +33,13 @@ pub const NAME_MAX: usize = 211;
 /// The most bytes of path kept after a base name ([`Hit::tail`]).
 pub const TAIL_MAX: usize = 160;
 
-/// Bytes scanned before the caller is told to drop them.
-pub const WINDOW: usize = 8 << 20;
+/// Bytes scanned before the caller is told to drop them; windows of a
+/// larger file are searched in parallel.
+pub const WINDOW: usize = 4 << 20;
+
+/// Windows smaller than this are not prefetched (a link's target, a
+/// script: one system call would cost more than the faults it saves).
+const PREFETCH_MIN: usize = 64 << 10;
 
 const fn alphabet() -> [bool; 256] {
     let mut table = [false; 256];
@@ -105,26 +111,36 @@ impl Candidates {
 
     /// Every reference in `bytes` (at offset `base` of their file), in
     /// order; `done` is called with each window of `bytes` once scanned.
-    pub fn scan(&self, bytes: &[u8], base: u64, done: &dyn Fn(&[u8])) -> Vec<Hit> {
-        let mut hits = Vec::new();
+    /// Windows are searched in parallel, each prefetched in one call
+    /// ([`crate::devicecode::host::populate`]): the search runs at the speed
+    /// the bytes stream from memory (docs/references.md, "What it costs").
+    pub fn scan(&self, bytes: &[u8], base: u64, done: &(dyn Fn(&[u8]) + Sync)) -> Vec<Hit> {
+        use rayon::prelude::*;
         let overlap = match self {
             Candidates::StoreDir(store) => store.len() + 1 + HASH_LEN + 1 + NAME_MAX + TAIL_MAX,
             Candidates::Paths(_) => HASH_LEN + 1 + NAME_MAX + TAIL_MAX,
         };
-        let mut start = 0;
-        while start < bytes.len() {
+        let one = |start: usize| {
             let own = (bytes.len() - start).min(WINDOW);
             let end = (start + own + overlap).min(bytes.len());
-            let window = &bytes[start..end];
-            let at = base + start as u64;
+            if own >= PREFETCH_MIN {
+                crate::devicecode::host::populate(&bytes[start..end]);
+            }
+            let (window, at) = (&bytes[start..end], base + start as u64);
+            let mut hits = Vec::new();
             match self {
                 Candidates::StoreDir(store) => scan_store_dir(store, window, own, at, &mut hits),
                 Candidates::Paths(map) => scan_hashes(map, window, own, at, &mut hits),
             }
             done(&bytes[start..start + own]);
-            start += own;
+            hits
+        };
+        if bytes.len() <= WINDOW {
+            return if bytes.is_empty() { Vec::new() } else { one(0) };
         }
-        hits
+        let starts: Vec<usize> = (0..bytes.len()).step_by(WINDOW).collect();
+        let found: Vec<Vec<Hit>> = starts.into_par_iter().map(one).collect();
+        found.into_iter().flatten().collect()
     }
 }
 
@@ -135,6 +151,30 @@ pub fn hash_of(base: &[u8]) -> Option<[u8; HASH_LEN]> {
         return None;
     }
     hash.try_into().ok()
+}
+
+/// Every bare `<hash>-<name>` in `bytes` (a file name, which cannot hold
+/// the store folder): `(offset, base name)`, the hash the last 32 bytes of
+/// a run of alphabet bytes (Nix's scanner looks at every window, so
+/// `x<hash>` holds `<hash>` too), followed by `-` and a name. Which of them
+/// are store paths the caller decides (a candidate's hash, or a path that
+/// exists).
+pub fn bare_names(bytes: &[u8]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i + HASH_LEN < bytes.len() {
+        let run = bytes[i..].iter().take_while(|&&b| is_base32(b)).count();
+        if run >= HASH_LEN {
+            let at = i + run - HASH_LEN;
+            let name = name_after(bytes, i + run);
+            if !name.is_empty() {
+                let end = i + run + 1 + name.len();
+                found.push((at, String::from_utf8_lossy(&bytes[at..end]).into_owned()));
+            }
+        }
+        i += run.max(1);
+    }
+    found
 }
 
 /// The name after a hash at `window[at..]`: `-` and the name's characters.
@@ -267,6 +307,17 @@ mod tests {
     }
 
     #[test]
+    fn bare_names_are_whole_hash_runs_with_a_name() {
+        // The hash ends the run (`x` is in the alphabet); a hash followed by
+        // no name, and a run too short, are none.
+        let text = format!("x{H1}-foo.pc/{H2}/{H1}-");
+        let found = bare_names(text.as_bytes());
+        assert_eq!(found, vec![(1, format!("{H1}-foo.pc"))]);
+        assert!(bare_names(H1.as_bytes()).is_empty());
+        assert!(bare_names(format!("{}-foo", &H1[1..]).as_bytes()).is_empty());
+    }
+
+    #[test]
     fn windows_overlap_so_nothing_is_lost_or_doubled() {
         let c = store();
         let mut bytes = vec![0u8; WINDOW * 2 + 500];
@@ -274,9 +325,12 @@ mod tests {
         for at in [WINDOW - 20, WINDOW - 5, 2 * WINDOW + 100] {
             bytes[at..at + path.len()].copy_from_slice(path.as_bytes());
         }
-        let seen = std::cell::Cell::new(0usize);
-        let hits = c.scan(&bytes, 0, &|w| seen.set(seen.get() + w.len()));
-        assert_eq!(seen.get(), bytes.len());
+        let seen = std::sync::atomic::AtomicUsize::new(0);
+        let add = |w: &[u8]| {
+            seen.fetch_add(w.len(), std::sync::atomic::Ordering::Relaxed);
+        };
+        let hits = c.scan(&bytes, 0, &add);
+        assert_eq!(seen.into_inner(), bytes.len());
         let offsets: Vec<u64> = hits.iter().map(|h| h.offset).collect();
         let want: Vec<u64> =
             [WINDOW - 20, WINDOW - 5, 2 * WINDOW + 100].iter().map(|&a| (a + 11) as u64).collect();

@@ -122,6 +122,10 @@ fn fix(path: &Path, target: &str, all: &[&Reference], settings: &Settings) -> St
     if all.iter().any(|r| r.section.as_deref() == Some("symlink")) {
         return "point the link elsewhere (remove-references-to rewrites files, not links)".into();
     }
+    if all.iter().any(|r| r.section.as_deref() == Some("name")) {
+        return "rename the file or folder (remove-references-to rewrites contents, not names)"
+            .into();
+    }
     let command = format!("remove-references-to -t {target} {}", path.display());
     let visible: Vec<&&Reference> = all.iter().filter(|r| r.visible).collect();
     if visible.is_empty() {
