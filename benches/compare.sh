@@ -412,6 +412,15 @@ if want audit && need_corpus; then
   compare "audit --format html vs --format json, warm" "$size" "$((r * 3))" "$((r * 3))" "same audit, --format json" \
     -- "$bin/cuda-elf-inspect" --format html --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}" \
     -- "$bin/cuda-elf-inspect" --format json --cuda-capabilities "8.0 9.0" "${corpus_dirs[@]}"
+  # audit.set's five reports: one audit with --output against one audit per
+  # format (what nix/audit.nix ran before --output).
+  reports=$cache/reports
+  mkdir -p "$reports"
+  compare "five reports: one audit with --output vs one audit per format, warm" "$size" "$r" "$r" "five runs, one --format each" \
+    -- "$bin/cuda-elf-inspect" --format text --cuda-capabilities "8.0 9.0" \
+    --output "json=$reports/o.json" --output "sarif=$reports/o.sarif" --output "html=$reports/o.html" \
+    --output "hydra-metrics=$reports/o.metrics" "${corpus_dirs[@]}" \
+    -- bash -c 'b=$1; d=$2; shift 2; for f in json sarif html hydra-metrics text; do "$b" --format $f --cuda-capabilities "8.0 9.0" "$@" >"$d/a.$f"; done; true' _ "$bin/cuda-elf-inspect" "$reports" "${corpus_dirs[@]}"
   # Issue 21: the dlopen pass may add at most 20% to the audit: the audit
   # with it ("ours") against --no-dlopen ("anchor"): 0.83x or more.
   compare "audit with the dlopen pass vs --no-dlopen, warm" "$size" "$((r * 3))" "$((r * 3))" "cuda-elf-inspect --no-dlopen" \
