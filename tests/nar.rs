@@ -204,6 +204,7 @@ impl<R: Read> Read for HashingReader<R> {
 
 use nix_cuda_hooks::store::budget::{Budget, Limits};
 use nix_cuda_hooks::store::cache::{Cache, CacheError};
+use nix_cuda_hooks::store::scratch::Scratch;
 
 /// The stall limit of NAR files unpacked directly (the default's).
 const STALL: std::time::Duration =
@@ -555,17 +556,8 @@ fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
     let done = |_: &str, _: &Result<nix_cuda_hooks::store::cache::Fetched, CacheError>| {
         count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     };
-    let out = d.join("out");
-    fs::create_dir(&out).unwrap();
-    let got = cache.fetch_all(
-        std::slice::from_ref(&top),
-        true,
-        &out,
-        &keep_all,
-        4,
-        &Budget::unlimited(),
-        &done,
-    );
+    let out = Scratch::create_in(d, u64::MAX).unwrap();
+    let got = cache.fetch_all(std::slice::from_ref(&top), true, &out, &keep_all, 4, &done);
     let mut paths: Vec<String> = got.iter().map(|(p, _)| p.clone()).collect();
     paths.sort();
     let mut expected = closure.clone();
@@ -575,41 +567,21 @@ fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
     for (path, result) in &got {
         result.as_ref().unwrap_or_else(|e| panic!("{path}: {e}"));
         let base = Path::new(path).file_name().unwrap();
-        assert_eq!(read_tree(&out.join(base)), read_tree(Path::new(path)));
+        assert_eq!(read_tree(&out.path().join(base)), read_tree(Path::new(path)));
     }
 
     // Without --closure only the root; with a member's narinfo gone, that
     // member is an error naming it and the others are still read.
-    let only = d.join("only");
-    fs::create_dir(&only).unwrap();
+    let only = Scratch::create_in(d, u64::MAX).unwrap();
     assert_eq!(
-        cache
-            .fetch_all(
-                std::slice::from_ref(&top),
-                false,
-                &only,
-                &keep_all,
-                4,
-                &Budget::unlimited(),
-                &done
-            )
-            .len(),
+        cache.fetch_all(std::slice::from_ref(&top), false, &only, &keep_all, 4, &done).len(),
         1
     );
     let mid = closure.iter().find(|p| p.ends_with("-mid")).unwrap();
     let mid_hash = &Path::new(mid).file_name().unwrap().to_str().unwrap()[..32];
     fs::remove_file(cache_dir.join(format!("{mid_hash}.narinfo"))).unwrap();
-    let again = d.join("again");
-    fs::create_dir(&again).unwrap();
-    let got = cache.fetch_all(
-        std::slice::from_ref(&top),
-        true,
-        &again,
-        &keep_all,
-        4,
-        &Budget::unlimited(),
-        &done,
-    );
+    let again = Scratch::create_in(d, u64::MAX).unwrap();
+    let got = cache.fetch_all(std::slice::from_ref(&top), true, &again, &keep_all, 4, &done);
     assert_eq!(got.len(), 2, "the leaf is unknown once mid is missing");
     let (_, err) = got.iter().find(|(p, _)| p == mid).unwrap();
     let err = err.as_ref().unwrap_err();

@@ -26,6 +26,7 @@ use crate::store::narinfo::{
     check_base_name, Compression, NarInfo, NarInfoError, PublicKey, Sha256,
 };
 use crate::store::readahead::read_ahead_watched;
+use crate::store::scratch::Scratch;
 
 /// Largest narinfo or `nix-cache-info` accepted (real ones are under 4 KiB;
 /// `References` of a large closure member can reach tens of KiB).
@@ -273,28 +274,28 @@ impl Cache {
         unpack_verified(stream, dest, keep, expected, stall, disk).map_err(|e| e.named(store_path))
     }
 
-    /// Fetches each of `roots` into `dest/<base name>` and, with `closure`,
-    /// every path they refer to ([`Cache::closure`]), all held on disk
-    /// together; `jobs` transfers at a time. `done` is called after each
-    /// path. One result per path, sorted by path. (The audit fetches the
-    /// NARs in its own order and drops each once audited: see
-    /// `audit::closure`.)
+    /// Fetches each of `roots` into `scratch/<base name>` and, with
+    /// `closure`, every path they refer to ([`Cache::closure`]), all held
+    /// on disk together (charged to the scratch folder's budget); `jobs`
+    /// transfers at a time. `done` is called after each path. One result
+    /// per path, sorted by path. (The audit fetches the NARs in its own
+    /// order and drops each once audited: see `audit::closure`.)
     pub fn fetch_all(
         &self,
         roots: &[String],
         closure: bool,
-        dest: &Path,
+        scratch: &Scratch,
         keep: &(dyn Fn(&[u8]) -> bool + Sync),
         jobs: usize,
-        disk: &Budget,
         done: &(dyn Fn(&str, &Result<Fetched, CacheError>) + Sync),
     ) -> Vec<(String, Result<Fetched, CacheError>)> {
         use rayon::prelude::*;
         let infos = self.closure(roots, closure, jobs);
         let one = |(path, info): (String, Result<NarInfo, CacheError>)| {
             let result = info.and_then(|info| {
-                let target = dest.join(self.base_name(&path)?);
-                let unpacked = self.fetch_nar(&info, &target, keep, disk)?;
+                let target = scratch.path().join(self.base_name(&path)?);
+                let unpacked = self.fetch_nar(&info, &target, keep, scratch.disk())?;
+                scratch.hold(&target, unpacked.stored);
                 Ok(Fetched { info, unpacked })
             });
             done(&path, &result);
