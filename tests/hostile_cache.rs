@@ -898,6 +898,46 @@ fn a_closure_is_bounded_by_max_paths_and_alike_failures_are_summarised() {
     assert!(empty(&tmp), "the temporary folder was left");
 }
 
+#[test]
+fn two_audits_in_one_process_keep_their_own_limits() {
+    use nix_cuda_hooks::store::budget::Limits;
+    use nix_cuda_hooks::store::cache::Cache;
+    use nix_cuda_hooks::store::scratch::Scratch;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cache = CacheDir::new(d.join("cache"));
+    let root = store_path(0, "root");
+    let refs: Vec<String> = (1..=3).map(|i| store_path(i, "ref")).collect();
+    for r in &refs {
+        cache.add(r, &dense_nar(100), &[], None);
+    }
+    cache.add(&root, &dense_nar(3 << 19), &refs, None);
+    let open = |max_paths| {
+        Cache::open(&cache.url(), vec![], Limits { max_paths, ..Limits::default() }).unwrap()
+    };
+    let (narrow, wide) = (open(2), open(10));
+    let roots = std::slice::from_ref(&root);
+    // The first cache's bound does not become the second's (nor the reverse).
+    for _ in 0..2 {
+        let cut = narrow.closure(roots, true, 2);
+        assert!(cut.iter().any(|(p, r)| p == "--closure" && r.is_err()), "{}", cut.len());
+        let all = wide.closure(roots, true, 2);
+        assert_eq!(all.len(), 4);
+        assert!(all.iter().all(|(_, r)| r.is_ok()));
+    }
+    // Disk budgets are each scratch folder's own.
+    let (small, large) =
+        (Scratch::create_in(d, 1 << 20).unwrap(), Scratch::create_in(d, 4 << 20).unwrap());
+    let keep = |_: &[u8]| true;
+    let info = wide.narinfo(&root).unwrap();
+    let err = wide.fetch_nar(&info, &small.path().join("r"), &keep, small.disk()).unwrap_err();
+    assert!(err.to_string().contains("more than 1048576 bytes"), "{err}");
+    assert_eq!(small.disk().used(), 0, "a refused path gives its bytes back");
+    let done = wide.fetch_nar(&info, &large.path().join("r"), &keep, large.disk()).unwrap();
+    assert_eq!(large.disk().used(), done.stored);
+    assert!(done.stored > 1 << 20);
+}
+
 // ---- 7. Sig lines -------------------------------------------------------------
 
 #[test]
