@@ -3,7 +3,8 @@
 //! and checks the bound that stops it:
 //! 1. thin-archive members and links never reach this machine's files
 //!    (checked under strace too);
-//! 2. disk use is bounded (zero runs are holes, `--max-unpack-bytes`);
+//! 2. disk use is bounded (zero runs are holes, `--max-unpack-bytes`,
+//!    counted across a closure whose audited paths are dropped);
 //! 3. SIGTERM, SIGHUP and SIGINT remove the temporary folder; stale ones of
 //!    dead runs are swept;
 //! 4. a FIFO in a `file://` cache is refused, not waited on;
@@ -571,9 +572,12 @@ fn an_unsigned_narinfo_with_a_huge_nar_size_and_a_closure_share_one_disk_budget(
     let text = shown(&out);
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(text.contains(&format!("{huge}: lib/big.so: more than 2097152 bytes")), "{text}");
-    // Two paths of 1.5 MiB each under a 2 MiB budget: together they do not fit.
+    // Two paths of 1.5 MiB each under a 2 MiB budget, referring to each
+    // other (a cycle Nix refuses, so only a hostile cache serves one): held
+    // together, they do not fit. (Without the cycle, b is audited and
+    // dropped before a is fetched: see the closure test above.)
     let (a, b) = (store_path(2, "a"), store_path(3, "b"));
-    cache.add(&b, &dense_nar(3 << 19), &[], None);
+    cache.add(&b, &dense_nar(3 << 19), std::slice::from_ref(&a), None);
     cache.add(&a, &dense_nar(3 << 19), std::slice::from_ref(&b), None);
     let out = run(
         &tmp,
@@ -582,7 +586,158 @@ fn an_unsigned_narinfo_with_a_huge_nar_size_and_a_closure_share_one_disk_budget(
     );
     let text = shown(&out);
     assert_eq!(out.status.code(), Some(2), "{text}");
-    assert!(text.contains(&format!("{b}: lib/big.so: more than 2097152 bytes")), "{text}");
+    let over = |p: &str| text.contains(&format!("{p}: lib/big.so: more than 2097152 bytes"));
+    assert!(over(&a) != over(&b), "one of the two is refused: {text}");
+    assert!(empty(&tmp), "the temporary folder was left");
+}
+
+/// `NAME` built by gcc from `code` in `dir`, with `flags`, then `pad` bytes
+/// that are not zero appended (data after the section headers: the file
+/// stays a valid shared object, and its copy takes `pad` bytes of disk).
+fn gcc_library(dir: &Path, name: &str, code: &str, flags: &[&str], pad: usize) -> Vec<u8> {
+    let src = dir.join(format!("{name}.c"));
+    fs::write(&src, code).unwrap();
+    let mut args = vec!["-shared", "-fPIC", "-o", name, src.to_str().unwrap()];
+    args.extend_from_slice(flags);
+    let out = Command::new("gcc").args(&args).current_dir(dir).output().expect("gcc");
+    assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let mut bytes = fs::read(dir.join(name)).unwrap();
+    bytes.extend((0..pad).map(|i| (i % 251) as u8 | 1));
+    bytes
+}
+
+/// Polls the bytes of disk below `tmp` while the binary runs; returns its
+/// output and the most seen at once.
+fn run_measured(tmp: &Path, args: &[&str]) -> (Output, u64) {
+    let mut child = command(tmp, args).spawn().unwrap();
+    let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let readers = [
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            std::io::Read::read_to_end(&mut stdout, &mut v).unwrap();
+            v
+        }),
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            std::io::Read::read_to_end(&mut stderr, &mut v).unwrap();
+            v
+        }),
+    ];
+    let (start, mut peak) = (Instant::now(), 0);
+    let status = loop {
+        peak = peak.max(disk_use(tmp));
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("the audit did not end in 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let [out, err] = readers.map(|r| r.join().unwrap());
+    (Output { status, stdout: out, stderr: err }, peak)
+}
+
+#[test]
+fn a_closure_larger_than_max_unpack_bytes_is_audited_path_by_path_with_the_same_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cache = CacheDir::new(d.join("cache"));
+    let (leaf, mid, top) = (store_path(1, "leaf"), store_path(2, "mid"), store_path(3, "top"));
+    const PAD: usize = 3 << 20;
+    // leaf: libg.so. mid: libuser.so, NEEDED libg.so (RUNPATH leaf/lib)
+    // and libmissing.so (found nowhere: a finding both runs must give), and
+    // lib/libf.so, a link into leaf. top: libtop.so, NEEDED libuser.so
+    // (RUNPATH mid/lib), dlopen of libf.so (found through the link) and of
+    // libg.so (found only as libuser.so's NEEDED: the dlopen pass reads
+    // mid's loader facts after mid's files are gone). Each path also
+    // carries 3 MiB of data its library's copy takes on disk.
+    let g = gcc_library(d, "libg.so", "int g(void) { return 2; }\n", &["-Wl,-soname,libg.so"], PAD);
+    let missing = gcc_library(d, "libmissing.so", "int m(void) { return 3; }\n", &[], 0);
+    let leaf_lib = format!("-Wl,--enable-new-dtags,-rpath,{leaf}/lib");
+    let user = gcc_library(
+        d,
+        "libuser.so",
+        "int g(void); int m(void); int u(void) { return g() + m(); }\n",
+        &["-L.", "-lg", "-lmissing", &leaf_lib],
+        PAD,
+    );
+    fs::remove_file(d.join("libmissing.so")).unwrap();
+    drop(missing);
+    let mid_lib = format!("-Wl,--enable-new-dtags,-rpath,{mid}/lib");
+    let topc = "#include <dlfcn.h>\nint u(void);\n\
+        int t(void) { return dlopen(\"libf.so\", 2) != 0 && dlopen(\"libg.so\", 2) != 0 && u(); }\n";
+    let top_so = gcc_library(d, "libtop.so", topc, &["-L.", "-luser", &mid_lib], PAD);
+    let leaf_link: &'static str = Box::leak(format!("{leaf}/lib/libg.so").into_boxed_str());
+    let lib = |entries: Vec<(&'static str, Node)>| Node::Dir(vec![("lib", Node::Dir(entries))]);
+    let nars = [
+        (&leaf, nar(&lib(vec![("libg.so", Node::File(g))])), vec![]),
+        (
+            &mid,
+            nar(&lib(vec![("libuser.so", Node::File(user)), ("libf.so", Node::Link(leaf_link))])),
+            vec![leaf.clone()],
+        ),
+        (&top, nar(&lib(vec![("libtop.so", Node::File(top_so))])), vec![mid.clone(), leaf.clone()]),
+    ];
+    let mut sum = 0;
+    for (path, bytes, refs) in &nars {
+        cache.add(path, bytes, refs, None);
+        sum += bytes.len() as u64;
+    }
+    let tmp = d.join("tmp");
+    let audit = |budget: &str| {
+        let args = [
+            "--substituter",
+            &cache.url(),
+            "--closure",
+            "--dlopen-facts",
+            "--format",
+            "json",
+            "--max-unpack-bytes",
+            budget,
+            &top,
+        ];
+        run_measured(&tmp, &args)
+    };
+    // 5 MiB: more than any one path (3 MiB and a few KiB), less than two.
+    let limit: u64 = 5 << 20;
+    assert!(sum > 3 * (3 << 20) && limit < 2 * (3 << 20) && limit > sum / 3 + (64 << 10));
+    let (big, _) = audit("1G");
+    let (small, peak) = audit("5M");
+    let (big_text, small_text) = (shown(&big), shown(&small));
+    let report = |out: &Output, text: &str| -> serde_json::Value {
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {text}"))
+    };
+    let (big_report, small_report) = (report(&big, &big_text), report(&small, &small_text));
+    assert_eq!(small.status.code(), big.status.code(), "{small_text}");
+    assert_eq!(small_report, big_report, "dropping audited paths changed the report");
+    // The report is the closure's: every path audited, and resolution
+    // across paths worked (libg.so found through mid's link and through
+    // libuser.so's NEEDED; libmissing.so found nowhere).
+    let text = serde_json::to_string(&big_report).unwrap();
+    for p in [&leaf, &mid, &top] {
+        assert!(text.contains(p.as_str()), "{p} missing: {big_text}");
+    }
+    let findings = big_report["findings"].as_array().expect(&big_text);
+    let unresolved: Vec<&serde_json::Value> =
+        findings.iter().filter(|f| f["check"] == "unresolved-needed").collect();
+    assert_eq!(unresolved.len(), 1, "{big_text}");
+    assert!(unresolved[0]["message"].as_str().unwrap().contains("libmissing.so"), "{big_text}");
+    let top_file = big_report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"].as_str().unwrap().ends_with("libtop.so"))
+        .expect(&big_text);
+    let loads = top_file["dlopen"]["targets"].as_array().expect(&big_text);
+    assert_eq!(loads.len(), 2, "{big_text}");
+    for load in loads {
+        assert_eq!(load["resolved"]["status"], "found", "{load}: {big_text}");
+    }
+    assert_eq!(loads[1]["resolved"]["via"]["kind"], "loaded", "{big_text}");
+    // Never more than the budget on disk (and the folders' own blocks).
+    assert!(peak <= limit + (64 << 10), "{peak} bytes in TMPDIR at once");
     assert!(empty(&tmp), "the temporary folder was left");
 }
 
@@ -741,6 +896,46 @@ fn a_closure_is_bounded_by_max_paths_and_alike_failures_are_summarised() {
         "{text}"
     );
     assert!(empty(&tmp), "the temporary folder was left");
+}
+
+#[test]
+fn two_audits_in_one_process_keep_their_own_limits() {
+    use nix_cuda_hooks::store::budget::Limits;
+    use nix_cuda_hooks::store::cache::Cache;
+    use nix_cuda_hooks::store::scratch::Scratch;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cache = CacheDir::new(d.join("cache"));
+    let root = store_path(0, "root");
+    let refs: Vec<String> = (1..=3).map(|i| store_path(i, "ref")).collect();
+    for r in &refs {
+        cache.add(r, &dense_nar(100), &[], None);
+    }
+    cache.add(&root, &dense_nar(3 << 19), &refs, None);
+    let open = |max_paths| {
+        Cache::open(&cache.url(), vec![], Limits { max_paths, ..Limits::default() }).unwrap()
+    };
+    let (narrow, wide) = (open(2), open(10));
+    let roots = std::slice::from_ref(&root);
+    // The first cache's bound does not become the second's (nor the reverse).
+    for _ in 0..2 {
+        let cut = narrow.closure(roots, true, 2);
+        assert!(cut.iter().any(|(p, r)| p == "--closure" && r.is_err()), "{}", cut.len());
+        let all = wide.closure(roots, true, 2);
+        assert_eq!(all.len(), 4);
+        assert!(all.iter().all(|(_, r)| r.is_ok()));
+    }
+    // Disk budgets are each scratch folder's own.
+    let (small, large) =
+        (Scratch::create_in(d, 1 << 20).unwrap(), Scratch::create_in(d, 4 << 20).unwrap());
+    let keep = |_: &[u8]| true;
+    let info = wide.narinfo(&root).unwrap();
+    let err = wide.fetch_nar(&info, &small.path().join("r"), &keep, small.disk()).unwrap_err();
+    assert!(err.to_string().contains("more than 1048576 bytes"), "{err}");
+    assert_eq!(small.disk().used(), 0, "a refused path gives its bytes back");
+    let done = wide.fetch_nar(&info, &large.path().join("r"), &keep, large.disk()).unwrap();
+    assert_eq!(large.disk().used(), done.stored);
+    assert!(done.stored > 1 << 20);
 }
 
 // ---- 7. Sig lines -------------------------------------------------------------

@@ -202,7 +202,13 @@ impl<R: Read> Read for HashingReader<R> {
 
 // ---- the cache client ------------------------------------------------------
 
+use nix_cuda_hooks::store::budget::{Budget, Limits};
 use nix_cuda_hooks::store::cache::{Cache, CacheError};
+use nix_cuda_hooks::store::scratch::Scratch;
+
+/// The stall limit of NAR files unpacked directly (the default's).
+const STALL: std::time::Duration =
+    std::time::Duration::from_secs(nix_cuda_hooks::store::budget::DEFAULT_STALL_SECS);
 
 /// A real binary cache written by `nix copy` with `compression`, signed.
 struct RealCache {
@@ -262,7 +268,7 @@ impl RealCache {
         vec![PublicKey::parse(&self.public_key).unwrap()]
     }
     fn open(&self, url: &str) -> Cache {
-        Cache::open(url, self.keys()).unwrap()
+        Cache::open(url, self.keys(), Limits::default()).unwrap()
     }
     fn file_url(&self) -> String {
         format!("file://{}", self.cache.display())
@@ -281,14 +287,19 @@ fn every_compression_nix_writes_is_read_and_verified() {
         assert_eq!(cache.store_dir(), c.dir.path().join("store").to_str().unwrap());
         let dest = c.dir.path().join("out");
         let fetched = cache
-            .fetch(&c.store_path, &dest, &keep_all)
+            .fetch(&c.store_path, &dest, &keep_all, &Budget::unlimited())
             .unwrap_or_else(|e| panic!("{compression}: {e}"));
         assert_eq!(read_tree(&dest), read_tree(Path::new(&c.store_path)), "{compression}");
         assert_eq!(fetched.unpacked.left_out, 0);
         // Keeping only ELF files writes the one ELF file and counts the rest.
         let elf_only = c.dir.path().join("elf");
         let fetched = cache
-            .fetch(&c.store_path, &elf_only, &|head: &[u8]| head.starts_with(b"\x7fELF"))
+            .fetch(
+                &c.store_path,
+                &elf_only,
+                &|head: &[u8]| head.starts_with(b"\x7fELF"),
+                &Budget::unlimited(),
+            )
             .unwrap();
         assert_eq!(fetched.unpacked.files, 1, "{compression}");
         assert_eq!(
@@ -363,7 +374,7 @@ fn http_cache_reads_like_the_folder() {
     let c = real_cache("xz");
     let cache = c.open(&serve(c.cache.clone()));
     let dest = c.dir.path().join("out");
-    cache.fetch(&c.store_path, &dest, &keep_all).unwrap();
+    cache.fetch(&c.store_path, &dest, &keep_all, &Budget::unlimited()).unwrap();
     assert_eq!(read_tree(&dest), read_tree(Path::new(&c.store_path)));
 }
 
@@ -389,9 +400,11 @@ fn edit_narinfo(c: &RealCache, field: &str, value: &str) {
 }
 
 fn fetch_error(c: &RealCache, url: &str, keys: bool) -> CacheError {
-    let cache = Cache::open(url, if keys { c.keys() } else { vec![] }).unwrap();
+    let cache = Cache::open(url, if keys { c.keys() } else { vec![] }, Limits::default()).unwrap();
     let dest = c.dir.path().join("out");
-    let err = cache.fetch(&c.store_path, &dest, &keep_all).expect_err("the fetch must fail");
+    let err = cache
+        .fetch(&c.store_path, &dest, &keep_all, &Budget::unlimited())
+        .expect_err("the fetch must fail");
     assert!(err.to_string().starts_with(&c.store_path), "the error names the path: {err}");
     assert!(!dest.exists(), "nothing is left of a failed fetch: {err}");
     err
@@ -478,7 +491,9 @@ fn bad_caches_are_clear_errors_naming_the_path() {
     // Not a store path of the cache's store.
     let c = real_cache("none");
     let cache = c.open(&c.file_url());
-    let err = cache.fetch("/nix/store/x-y", &c.dir.path().join("out"), &keep_all).unwrap_err();
+    let err = cache
+        .fetch("/nix/store/x-y", &c.dir.path().join("out"), &keep_all, &Budget::unlimited())
+        .unwrap_err();
     assert!(matches!(err, CacheError::NotStorePath { .. }), "{err}");
 }
 
@@ -491,12 +506,19 @@ fn local_nar_files_are_read_by_their_extension() {
     let nar = dir.path().join("x.nar");
     fs::write(&nar, &dump).unwrap();
     let dest = dir.path().join("out");
-    nix_cuda_hooks::store::cache::unpack_file(&nar, &dest, &keep_all).unwrap();
+    nix_cuda_hooks::store::cache::unpack_file(&nar, &dest, &keep_all, &Budget::unlimited(), STALL)
+        .unwrap();
     assert_eq!(read_tree(&dest), read_tree(&tree));
     let odd = dir.path().join("x.nar.lz4");
     fs::write(&odd, &dump).unwrap();
-    let err = nix_cuda_hooks::store::cache::unpack_file(&odd, &dir.path().join("out2"), &keep_all)
-        .unwrap_err();
+    let err = nix_cuda_hooks::store::cache::unpack_file(
+        &odd,
+        &dir.path().join("out2"),
+        &keep_all,
+        &Budget::unlimited(),
+        STALL,
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("x.nar.lz4"), "{err}");
 }
 
@@ -527,13 +549,14 @@ fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
     assert_eq!(closure.len(), 3);
 
     let key = PublicKey::parse(&public_key).unwrap();
-    let cache = Cache::open(&format!("file://{}", cache_dir.display()), vec![key]).unwrap();
+    let cache =
+        Cache::open(&format!("file://{}", cache_dir.display()), vec![key], Limits::default())
+            .unwrap();
     let count = std::sync::atomic::AtomicUsize::new(0);
     let done = |_: &str, _: &Result<nix_cuda_hooks::store::cache::Fetched, CacheError>| {
         count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     };
-    let out = d.join("out");
-    fs::create_dir(&out).unwrap();
+    let out = Scratch::create_in(d, u64::MAX).unwrap();
     let got = cache.fetch_all(std::slice::from_ref(&top), true, &out, &keep_all, 4, &done);
     let mut paths: Vec<String> = got.iter().map(|(p, _)| p.clone()).collect();
     paths.sort();
@@ -544,13 +567,12 @@ fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
     for (path, result) in &got {
         result.as_ref().unwrap_or_else(|e| panic!("{path}: {e}"));
         let base = Path::new(path).file_name().unwrap();
-        assert_eq!(read_tree(&out.join(base)), read_tree(Path::new(path)));
+        assert_eq!(read_tree(&out.path().join(base)), read_tree(Path::new(path)));
     }
 
     // Without --closure only the root; with a member's narinfo gone, that
     // member is an error naming it and the others are still read.
-    let only = d.join("only");
-    fs::create_dir(&only).unwrap();
+    let only = Scratch::create_in(d, u64::MAX).unwrap();
     assert_eq!(
         cache.fetch_all(std::slice::from_ref(&top), false, &only, &keep_all, 4, &done).len(),
         1
@@ -558,8 +580,7 @@ fn a_closure_is_followed_through_references_and_a_missing_member_is_named() {
     let mid = closure.iter().find(|p| p.ends_with("-mid")).unwrap();
     let mid_hash = &Path::new(mid).file_name().unwrap().to_str().unwrap()[..32];
     fs::remove_file(cache_dir.join(format!("{mid_hash}.narinfo"))).unwrap();
-    let again = d.join("again");
-    fs::create_dir(&again).unwrap();
+    let again = Scratch::create_in(d, u64::MAX).unwrap();
     let got = cache.fetch_all(std::slice::from_ref(&top), true, &again, &keep_all, 4, &done);
     assert_eq!(got.len(), 2, "the leaf is unknown once mid is missing");
     let (_, err) = got.iter().find(|(p, _)| p == mid).unwrap();
@@ -645,9 +666,12 @@ fn every_level_nix_copy_writes_decodes_within_the_decoder_bound() {
         let format = nar.extension().unwrap().to_str().unwrap().to_string();
         let e = largest.entry(format).or_insert(0);
         *e = memory.max(*e);
-        let cache = Cache::open(&format!("file://{}", cache.display()), vec![]).unwrap();
+        let cache =
+            Cache::open(&format!("file://{}", cache.display()), vec![], Limits::default()).unwrap();
         let dest = d.join(format!("out-{i}"));
-        cache.fetch(&store_path, &dest, &keep_all).unwrap_or_else(|e| panic!("{query}: {e}"));
+        cache
+            .fetch(&store_path, &dest, &keep_all, &Budget::unlimited())
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
         assert_eq!(read_tree(&dest), read_tree(Path::new(&store_path)), "{query}");
     }
     // zstd level 22 declares exactly the bound (2^27), xz -9 64 MiB: the
@@ -745,7 +769,13 @@ fn hostile_nar_files_are_refused_in_bounded_memory() {
             other => panic!("unknown case {other}"),
         };
         let dest = dir.path().join("out");
-        let result = nix_cuda_hooks::store::cache::unpack_file(&file, &dest, &|_| false);
+        let result = nix_cuda_hooks::store::cache::unpack_file(
+            &file,
+            &dest,
+            &|_| false,
+            &Budget::unlimited(),
+            STALL,
+        );
         println!("rss-child peak={}", peak_rss_kib());
         match result {
             Ok(u) => println!("rss-child ok skipped={}", u.left_out),
@@ -1157,11 +1187,12 @@ fn a_cache_audits_like_the_realised_closure() {
     assert!(tty.contains("cuda-elf-inspect: 2 store paths read"), "{tty:?}");
     // No key given: said, not silently skipped.
     assert!(tty.contains("narinfo signatures were not checked"), "{tty:?}");
-    // The progress line is cleared before anything else is written.
-    assert!(
-        tty.contains("\r\x1b[Kcuda-elf-inspect: no --trusted-public-key"),
-        "the line is cleared: {tty:?}"
-    );
+    // The progress line (while the NARs come, after the narinfo files and
+    // that message) is cleared before anything else is written.
+    let last = tty.rfind("store paths read").unwrap();
+    let after = &tty[last..];
+    assert!(after.ends_with("MB of NAR\r\x1b[K"), "the line is cleared: {tty:?}");
+    assert!(tty[..last].contains("not checked (NarHash and NarSize were)\r\n\r\x1b[K"), "{tty:?}");
     assert_eq!(fs::read_dir(&tmp).unwrap().count(), 0);
     assert!(fs::read_to_string(&report).unwrap().contains("bin/sass_only"));
 

@@ -16,6 +16,9 @@
 //! `Mounts::locate` of every link, `out` mounted, never gives a file outside
 //! `out`; `unpack_within` under a 4 KiB budget ends with the budget holding
 //! what it reports stored (nothing after an error), never more than 4 KiB.
+//! A closure audit removes a path's files once audited and looks it up
+//! through its remembered `Tree`: `locate` of every entry and link target
+//! answers the same from the tree as from the files.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -28,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use libfuzzer_sys::fuzz_target;
 use nix_cuda_hooks::store::budget::Budget;
 use nix_cuda_hooks::store::confine;
-use nix_cuda_hooks::store::mounts::{Located, Mount, Mounts};
+use nix_cuda_hooks::store::mounts::{Located, Mount, Mounts, Tree};
 use nix_cuda_hooks::store::nar::{self, EntryKind, NarReader};
 
 const SENTINEL: &[u8] = b"must stay as it is";
@@ -140,6 +143,24 @@ fn confined(out: &Path, on_disk: &BTreeMap<PathBuf, Disk>, data: &[u8]) {
                 assert!(local.starts_with(out), "{path:?} located at {local:?}");
             }
         }
+    }
+    // The same lookups through the tree, once the files would be gone.
+    let tree = Tree::read(out).expect("tree");
+    let gone = Mounts::of_files(
+        vec![Mount { logical: logical.into(), local: out.to_path_buf(), in_store: true }],
+        "/s".into(),
+    );
+    gone.dropped(logical, tree);
+    let mut asked: Vec<PathBuf> = on_disk.keys().map(|p| logical.join(p)).collect();
+    asked.extend(names.iter().map(|(folder, name)| logical.join(folder).join(name)));
+    for path in asked {
+        let was = mounts.locate(&path);
+        let now = match gone.locate(&path) {
+            Located::Gone(l) if l == logical => Located::Local(out.to_path_buf()),
+            Located::Gone(l) => Located::Local(out.join(l.strip_prefix(logical).expect("inside"))),
+            other => other,
+        };
+        assert_eq!(was, now, "{path:?}: from the files, then from the tree");
     }
     for (folder, name) in names {
         if let Ok(resolved) = confine::resolve_inside(out, &folder, &name) {

@@ -55,6 +55,7 @@ impl Probe for Resolver {
         } else {
             match self.mounts().locate(path) {
                 Located::Local(local) => local,
+                Located::Gone(logical) => return self.remembered_facts(&logical),
                 _ => return None,
             }
         };

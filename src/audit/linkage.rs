@@ -17,10 +17,11 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, RwLock};
 
+use crate::elf::dynamic::DynamicFacts;
 use crate::elf::machine::Target;
-use crate::store::mounts::{Located, Mounts};
+use crate::store::mounts::{Located, Mount, Mounts, Tree};
 
 /// Sonames glibc provides next to its loader.
 pub use crate::elf::dynamic::C_RUNTIME;
@@ -88,6 +89,17 @@ pub struct Resolver {
     /// Store paths read somewhere else than where they are named (fetched
     /// from a cache, unpacked from a NAR); empty for an audit of real paths.
     mounts: Mounts,
+    /// The files of mounts whose copies were removed once audited, by
+    /// logical path: what resolution reads of them (see [`Resolver::remember`]).
+    gone: RwLock<HashMap<PathBuf, Remembered>>,
+}
+
+/// What resolution reads of one file: its first bytes' verdict, and for an
+/// ELF file its loader facts (the dlopen pass follows NEEDED through them).
+#[derive(Debug, Clone)]
+struct Remembered {
+    kind: Candidate,
+    facts: Option<DynamicFacts>,
 }
 
 /// What a candidate path for a NEEDED name is.
@@ -122,6 +134,38 @@ impl Resolver {
     /// The mounts this resolver reads through.
     pub fn mounts(&self) -> &Mounts {
         &self.mounts
+    }
+
+    /// Reads, from `mount`'s copy, everything a later lookup through it
+    /// needs (its [`Tree`]; each file's kind and loader facts, as
+    /// [`probe`] and [`crate::dlopen::resolve::facts_of`] read them), and
+    /// points the mounts at that: the copy can then be removed and every
+    /// resolution through it answers as before. Costs a walk of the copy
+    /// and one parse per ELF file.
+    pub fn remember(&self, mount: &Mount) -> std::io::Result<()> {
+        let tree = Tree::read(&mount.local)?;
+        let mut known = Vec::new();
+        for rel in tree.files() {
+            let (local, logical) = match rel.as_os_str().is_empty() {
+                true => (mount.local.clone(), mount.logical.clone()),
+                false => (mount.local.join(rel), mount.logical.join(rel)),
+            };
+            let kind = probe(&local);
+            let facts = match kind {
+                Candidate::Elf(_) => crate::dlopen::resolve::facts_of(&local),
+                _ => None,
+            };
+            known.push((logical, Remembered { kind, facts }));
+        }
+        self.gone.write().unwrap_or_else(|e| e.into_inner()).extend(known);
+        self.mounts.dropped(&mount.logical, tree);
+        Ok(())
+    }
+
+    /// The loader facts of a file of a removed copy, by logical path.
+    pub(crate) fn remembered_facts(&self, logical: &Path) -> Option<DynamicFacts> {
+        let gone = self.gone.read().unwrap_or_else(|e| e.into_inner());
+        gone.get(logical).and_then(|r| r.facts.clone())
     }
 
     /// Whether the file at `path` (a logical path) is in the Nix store
@@ -196,6 +240,10 @@ impl Resolver {
                     Located::Local(local) => probe(&local),
                     Located::Absent => Candidate::Absent,
                     Located::Unfetched(store_path) => Candidate::Unfetched(store_path),
+                    Located::Gone(logical) => {
+                        let gone = self.gone.read().unwrap_or_else(|e| e.into_inner());
+                        gone.get(&logical).map_or(Candidate::Absent, |r| r.kind.clone())
+                    }
                 }
             };
             let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());

@@ -11,6 +11,7 @@
 pub mod args;
 pub mod baseline;
 pub mod checks;
+pub mod closure;
 pub mod dlopen;
 pub mod dynamic;
 pub mod failure;

@@ -103,16 +103,39 @@ fn own_base(path: &Path, store_dir: &str) -> Option<String> {
 /// Audits roots: [`audit_paths`]'s walk, with mounted store paths read from
 /// their local copies and reported exactly as the realised paths would be.
 pub fn audit_roots(roots: &[Root], policy: &Policy) -> Audit {
+    conclude(roots.iter().map(|root| examine_root(root, policy)).collect(), policy)
+}
+
+/// What the walk of one root found: its examined files and its failures.
+#[derive(Debug, Default)]
+pub(super) struct Walked {
+    outcomes: Vec<Examined>,
+    failures: Vec<Failure>,
+}
+
+/// Examines the files of one root (in parallel); [`conclude`] makes the
+/// audit of several, so that roots can be examined apart (a closure's
+/// store paths, each once its references are) and still report as one.
+pub(super) fn examine_root(root: &Root, policy: &Policy) -> Walked {
+    let mut w = Walked::default();
+    match root {
+        Root::Path(path) => path_root(path, policy, &mut w.outcomes, &mut w.failures),
+        Root::Failed(failure) => w.failures.push(failure.clone()),
+        Root::Mounted { mount, name } => {
+            mounted_root(mount, name, policy, &mut w.outcomes, &mut w.failures)
+        }
+    }
+    w
+}
+
+/// The audit of roots examined apart, in the roots' order: findings, the
+/// tree checks over all files, everything sorted.
+pub(super) fn conclude(walked: Vec<Walked>, policy: &Policy) -> Audit {
     let mut audit = Audit::default();
     let mut outcomes: Vec<Examined> = Vec::new();
-    for root in roots {
-        match root {
-            Root::Path(path) => path_root(path, policy, &mut outcomes, &mut audit.failures),
-            Root::Failed(failure) => audit.failures.push(failure.clone()),
-            Root::Mounted { mount, name } => {
-                mounted_root(mount, name, policy, &mut outcomes, &mut audit.failures)
-            }
-        }
+    for w in walked {
+        outcomes.extend(w.outcomes);
+        audit.failures.extend(w.failures);
     }
     let mut cudart = Vec::new();
     for (shown, location, outcome, refs) in outcomes {

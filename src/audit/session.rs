@@ -124,20 +124,13 @@ impl Session {
         Ok(present.into_iter().map(|o| o.path).collect())
     }
 
-    /// Prepares `paths` (NAR files unpacked, store paths fetched;
-    /// `progress` after each store path) and builds the policy for them.
-    pub fn prepare(
-        self,
-        paths: &[PathBuf],
-        progress: &(dyn Fn(Progress) + Sync),
-    ) -> Result<Prepared, SessionError> {
+    /// Prepares `paths` (NAR files unpacked, store paths looked up in the
+    /// cache) within the session's limits and builds the policy for them.
+    pub fn prepare(self, paths: &[PathBuf]) -> Result<Prepared, SessionError> {
         if self.cache.is_some() && paths.is_empty() {
             return Err(SessionError::NothingToFetch);
         }
-        // The bounds of what a cache or NAR may cost, for the whole process
-        // (the unpacking, the downloads and the signal cleanup read them).
-        crate::store::budget::configure(self.limits);
-        let sources = sources::prepare(paths, self.cache.as_ref(), &self.store_dir, progress)?;
+        let sources = sources::prepare(paths, self.cache.as_ref(), &self.store_dir, &self.limits)?;
         // A cache's paths are named in its store; its mounts are what the
         // resolver must read through.
         let store_dir = sources.store_dir.clone().unwrap_or(self.store_dir);
@@ -192,11 +185,11 @@ impl Prepared {
         self.policy.references.clone()
     }
 
-    /// Audits the sources (their unpacked copies are removed after), then
+    /// Audits the sources (a cache's NARs fetched on the way, `progress`
+    /// after each; the unpacked copies are removed once audited), then
     /// writes the baseline or leaves out the findings it knows.
-    pub fn finish(self) -> Result<Outcome, SessionError> {
-        let mut audit = super::audit_roots(&self.sources.roots, &self.policy);
-        drop(self.sources);
+    pub fn finish(self, progress: &(dyn Fn(Progress) + Sync)) -> Result<Outcome, SessionError> {
+        let mut audit = self.sources.audit(&self.policy, progress);
         if let Some(path) = self.baseline.write_baseline {
             Baseline::of(&audit.findings).save(&path)?;
             let findings = audit.findings.len();

@@ -10,16 +10,22 @@
 //! and Python sources stream past. They go to one private temporary folder
 //! (mode 0700, removed when [`Sources`] is dropped); nothing else is kept,
 //! and memory stays what the NAR reader and the decompressors hold.
+//!
+//! A cache's store paths are only looked up here (their narinfo files,
+//! the closure): their NARs are fetched by [`Sources::audit`], in an order
+//! that lets each path's files be removed once audited
+//! ([`super::closure`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::failure::{Failure, Reason};
 use super::Root;
 use crate::audit::finding::strip_store_hash;
-use crate::store::cache::{self, Cache, CacheError, Fetched};
+use crate::store::budget::Limits;
+use crate::store::cache::{self, Cache, CacheError};
 use crate::store::mounts::{Mount, Mounts};
 use crate::store::narinfo::{NarInfoError, PublicKey};
+use crate::store::scratch::Scratch;
 
 /// `--substituter` and what goes with it.
 #[derive(Debug, Clone, Default)]
@@ -71,10 +77,32 @@ pub struct Sources {
     /// With `--substituter`: the cache's store folder, which the audit uses
     /// as the store (the paths are named in it).
     pub store_dir: Option<PathBuf>,
-    /// With `--substituter`: the narinfo of each store path fetched.
+    /// With `--substituter`: the narinfo of each store path to audit.
     pub infos: Vec<crate::store::narinfo::NarInfo>,
-    /// Keeps the unpacked copies until the audit is done.
-    _tmp: Option<crate::store::scratch::Scratch>,
+    /// The temporary folder of the unpacked copies (and their disk budget).
+    scratch: Option<Scratch>,
+    /// With `--substituter`: the cache the NARs are still to come from.
+    fetch: Option<super::closure::Fetch>,
+}
+
+impl Sources {
+    /// Audits the roots (`progress` after each store path fetched); a
+    /// cache's NARs are fetched on the way, each store path's files removed
+    /// once nothing needs them ([`super::closure`]). The unpacked copies
+    /// are gone when this returns.
+    pub fn audit(
+        self,
+        policy: &super::Policy,
+        progress: &(dyn Fn(Progress) + Sync),
+    ) -> super::Audit {
+        let Sources { mut roots, scratch, fetch, infos, .. } = self;
+        match (fetch, &scratch) {
+            (Some(fetch), Some(scratch)) => {
+                super::closure::audit(&mut roots, &infos, &fetch, scratch, policy, progress)
+            }
+            _ => super::audit_roots(&roots, policy),
+        }
+    }
 }
 
 /// Whether `path` is an argument to unpack: a regular file (links
@@ -84,30 +112,35 @@ pub fn is_nar_file(path: &Path) -> bool {
         && std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
-fn temp_dir() -> Result<crate::store::scratch::Scratch, SourceError> {
+fn temp_dir(limits: &Limits) -> Result<Scratch, SourceError> {
     // Removed on SIGINT, SIGTERM and SIGHUP too; stale ones of dead runs are swept.
-    crate::store::scratch::Scratch::create()
+    Scratch::create(limits.max_unpack_bytes)
         .map_err(|e| SourceError::TempDir(crate::error::describe_io(&e)))
 }
 
-/// Prepares the arguments. Without a cache, NAR files are unpacked and
-/// other paths are kept as they are; with one, every argument is a store
-/// path of the cache. `progress` is called after each store path.
+/// Prepares the arguments within `limits`. Without a cache, NAR files are
+/// unpacked and other paths are kept as they are; with one, every argument
+/// is a store path of the cache, looked up (with `--closure`, its closure
+/// too) and fetched later by [`Sources::audit`].
 pub fn prepare(
     paths: &[PathBuf],
     cache: Option<&CacheArgs>,
     store_dir: &Path,
-    progress: &(dyn Fn(Progress) + Sync),
+    limits: &Limits,
 ) -> Result<Sources, SourceError> {
     match cache {
-        Some(args) => from_cache(paths, args, progress),
-        None => from_files(paths, store_dir),
+        Some(args) => from_cache(paths, args, limits),
+        None => from_files(paths, store_dir, limits),
     }
 }
 
 /// NAR files unpacked (logical name `FILE!`), other paths as given; the
 /// store paths a NAR refers to (in `store_dir`) count as not read.
-fn from_files(paths: &[PathBuf], store_dir: &Path) -> Result<Sources, SourceError> {
+fn from_files(
+    paths: &[PathBuf],
+    store_dir: &Path,
+    limits: &Limits,
+) -> Result<Sources, SourceError> {
     let mut tmp = None;
     let mut roots = Vec::new();
     let mut mounts = Vec::new();
@@ -116,12 +149,15 @@ fn from_files(paths: &[PathBuf], store_dir: &Path) -> Result<Sources, SourceErro
             roots.push(Root::Path(path.clone()));
             continue;
         }
-        if tmp.is_none() {
-            tmp = Some(temp_dir()?);
-        }
-        let local = tmp.as_ref().map(|t| t.path().join(i.to_string())).unwrap_or_default();
-        match cache::unpack_file(path, &local, &super::interesting) {
-            Ok(_) => {
+        let tmp = match &mut tmp {
+            Some(tmp) => tmp,
+            None => tmp.insert(temp_dir(limits)?),
+        };
+        let local = tmp.path().join(i.to_string());
+        let stall = limits.stall_timeout;
+        match cache::unpack_file(path, &local, &super::interesting, tmp.disk(), stall) {
+            Ok(unpacked) => {
+                tmp.hold(&local, unpacked.stored);
                 let mut logical = path.as_os_str().to_os_string();
                 logical.push("!");
                 let mount = Mount { logical: logical.into(), local, in_store: true };
@@ -135,12 +171,12 @@ fn from_files(paths: &[PathBuf], store_dir: &Path) -> Result<Sources, SourceErro
     // NAR cannot point the resolver at host files).
     let only_nars = roots.iter().all(|r| !matches!(r, Root::Path(_)));
     let mounts = Mounts::of_files(mounts, store_dir.to_path_buf()).sealed(only_nars);
-    Ok(Sources { roots, mounts, store_dir: None, infos: Vec::new(), _tmp: tmp })
+    Ok(Sources { roots, mounts, store_dir: None, infos: Vec::new(), scratch: tmp, fetch: None })
 }
 
 /// A store path or NAR file that could not be read, as a failure on the
 /// path the cache client names (every one of its messages is `path: why`).
-fn fetch_failure(e: &CacheError) -> Failure {
+pub(super) fn fetch_failure(e: &CacheError) -> Failure {
     let path = match e {
         // The bound of a closure names no store path: the option does.
         CacheError::Closure { .. } => "--closure",
@@ -172,38 +208,28 @@ pub fn nar_root_name(path: &Path) -> String {
     strip_store_hash(stem).to_string()
 }
 
-/// Store paths fetched from the cache into the temporary folder.
+/// Store paths of the cache, looked up: each narinfo read and checked, and
+/// with `--closure` their references, transitively (within `--max-paths`).
+/// Each path with a narinfo is a mount not fetched yet.
 fn from_cache(
     paths: &[PathBuf],
     args: &CacheArgs,
-    progress: &(dyn Fn(Progress) + Sync),
+    limits: &Limits,
 ) -> Result<Sources, SourceError> {
     let keys =
         args.keys.iter().map(|k| PublicKey::parse(k)).collect::<Result<Vec<PublicKey>, _>>()?;
-    let cache = Cache::open(&args.url, keys)?;
-    let tmp = temp_dir()?;
+    let cache = Cache::open(&args.url, keys, *limits)?;
+    let tmp = temp_dir(limits)?;
     let store_dir = PathBuf::from(cache.store_dir());
     let wanted: Vec<String> = paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
-    let (done, bytes) = (AtomicUsize::new(0), AtomicU64::new(0));
-    let report = |_: &str, result: &Result<Fetched, CacheError>| {
-        if let Ok(f) = result {
-            bytes.fetch_add(f.info.nar_size, Ordering::Relaxed);
-        }
-        let paths = done.fetch_add(1, Ordering::Relaxed) + 1;
-        progress(Progress { paths, bytes: bytes.load(Ordering::Relaxed) });
-    };
-    let keep_all = |_: &[u8]| true;
-    let keep: &(dyn Fn(&[u8]) -> bool + Sync) =
-        if args.keep_all { &keep_all } else { &super::interesting };
-    let fetched =
-        cache.fetch_all(&wanted, args.closure, tmp.path(), keep, args.jobs.max(1), &report);
+    let looked_up = cache.closure(&wanted, args.closure, args.jobs.max(1));
     let mut roots = Vec::new();
     let mut mounts = Vec::new();
     let mut infos = Vec::new();
-    for (path, result) in fetched {
+    for (path, result) in looked_up {
         match result {
-            Ok(fetched) => {
-                infos.push(fetched.info);
+            Ok(info) => {
+                infos.push(info);
                 let base = cache.base_name(&path).unwrap_or_default().to_string();
                 let mount = Mount {
                     logical: PathBuf::from(&path),
@@ -216,12 +242,14 @@ fn from_cache(
             Err(e) => roots.push(Root::Failed(fetch_failure(&e))),
         }
     }
+    let fetch = super::closure::Fetch { cache, keep_all: args.keep_all, jobs: args.jobs.max(1) };
     Ok(Sources {
         roots,
-        mounts: Mounts::of_cache(mounts, store_dir.clone()),
+        mounts: Mounts::of_cache(mounts, store_dir.clone()).pending(),
         store_dir: Some(store_dir),
         infos,
-        _tmp: Some(tmp),
+        scratch: Some(tmp),
+        fetch: Some(fetch),
     })
 }
 

@@ -218,9 +218,7 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
     let session = Session::new(&args.audit, &args.baseline, scan, &env)?;
     let given = if args.paths.is_empty() { Vec::new() } else { paths(args)? };
     let paths = session.paths(given, &env, &log)?;
-    let progress = ProgressLine::new(io::stderr().is_terminal());
-    let prepared = session.prepare(&paths, &|p| progress.show(p))?;
-    progress.clear();
+    let prepared = session.prepare(&paths)?;
     if prepared.signatures_unchecked() {
         eprintln!(
             "cuda-elf-inspect: no --trusted-public-key: narinfo signatures were not checked (NarHash and NarSize were)"
@@ -229,7 +227,7 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
     if !args.audit.why.is_empty() {
         return why(args, prepared);
     }
-    let (audit, baselined) = match prepared.finish()? {
+    let (audit, baselined) = match finish(prepared)? {
         Outcome::BaselineWritten { path, findings, failures } => {
             eprintln!("cuda-elf-inspect: wrote {findings} findings to {}", path.display());
             say_failures(&failures);
@@ -271,7 +269,7 @@ fn why(args: &Args, prepared: crate::audit::session::Prepared) -> anyhow::Result
     use crate::audit::{why, Audit};
     let nodes = prepared.nodes.clone();
     let settings = prepared.reference_settings();
-    let (audit, baselined) = match prepared.finish()? {
+    let (audit, baselined) = match finish(prepared)? {
         Outcome::Audited { audit, baselined } => (audit, baselined),
         Outcome::BaselineWritten { failures, .. } => (Audit { failures, ..Audit::default() }, 0),
     };
@@ -289,6 +287,14 @@ fn why(args: &Args, prepared: crate::audit::session::Prepared) -> anyhow::Result
     say_failures(&audit.failures);
     let report = Report::new(audit.files, audit.findings, audit.failures, baselined);
     Ok(report.exit_status())
+}
+
+/// The session's audit, with a progress line while a cache's NARs come.
+fn finish(prepared: crate::audit::session::Prepared) -> anyhow::Result<Outcome> {
+    let progress = ProgressLine::new(io::stderr().is_terminal());
+    let outcome = prepared.finish(&|p| progress.show(p));
+    progress.clear();
+    Ok(outcome?)
 }
 
 /// The progress line of a cache audit on a terminal: store paths and NAR

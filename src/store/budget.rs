@@ -5,17 +5,19 @@
 //! grow has a limit here: bytes on disk ([`Budget`], counted across every
 //! store path of one run, `--closure` included), store paths fetched
 //! (`max_paths`), and seconds without a byte from the network
-//! (`stall_timeout`). The limits are the process's, like an rlimit: the
-//! front end sets them once ([`configure`]) and the cache client and the
-//! NAR-file reader read them ([`limits`]), so no signature in between has to
-//! carry them.
+//! (`stall_timeout`). The limits are one audit's values, passed down: the
+//! cache client gets them when opened ([`crate::store::cache::Cache::open`]),
+//! and the disk [`Budget`] belongs to the audit's scratch folder
+//! ([`crate::store::scratch::Scratch`]), so two audits in one process (tests,
+//! a library user) each have their own.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Default of `--max-unpack-bytes`: 16 GiB. The largest CUDA libraries are
-/// about 1.5 GB each, and a closure keeps every path it audits until the end.
+/// about 1.5 GB each; a closure holds on disk only the store paths being
+/// audited (each is dropped once audited, see `audit::closure`), so the
+/// default leaves room for several fetched at a time.
 pub const DEFAULT_MAX_UNPACK_BYTES: u64 = 16 << 30;
 /// Default of `--max-paths`: a CUDA closure (PyTorch's included) has a few
 /// hundred store paths.
@@ -42,25 +44,6 @@ impl Default for Limits {
             stall_timeout: Duration::from_secs(DEFAULT_STALL_SECS),
         }
     }
-}
-
-static LIMITS: OnceLock<Limits> = OnceLock::new();
-
-/// Sets the process's limits; the first call wins (later ones are ignored,
-/// so a library user that never calls it gets [`Limits::default`]).
-pub fn configure(limits: Limits) {
-    let _ = LIMITS.set(limits);
-}
-
-/// The process's limits.
-pub fn limits() -> Limits {
-    *LIMITS.get_or_init(Limits::default)
-}
-
-/// The process's disk budget (its limit from [`limits`]).
-pub fn disk() -> &'static Budget {
-    static DISK: OnceLock<Budget> = OnceLock::new();
-    DISK.get_or_init(|| Budget::new(limits().max_unpack_bytes))
 }
 
 /// Bytes that may be on disk at once. Charged as file data is written,
@@ -115,35 +98,6 @@ impl Budget {
         let _ = self
             .used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| Some(used.saturating_sub(n)));
-    }
-}
-
-/// The bytes each unpacked store path holds (its local path: a folder or a
-/// file below a scratch folder), charged to [`disk`] until released.
-fn held() -> &'static std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, u64>> {
-    static HELD: OnceLock<std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, u64>>> =
-        OnceLock::new();
-    HELD.get_or_init(Default::default)
-}
-
-/// Records that `local` holds `bytes` of [`disk`] (after a successful unpack).
-pub fn hold(local: &std::path::Path, bytes: u64) {
-    let mut held = held().lock().unwrap_or_else(|e| e.into_inner());
-    *held.entry(local.to_path_buf()).or_default() += bytes;
-}
-
-/// Gives back what `local` held (its files were removed).
-pub fn release(local: &std::path::Path) {
-    let bytes = held().lock().unwrap_or_else(|e| e.into_inner()).remove(local);
-    disk().credit(bytes.unwrap_or(0));
-}
-
-/// Gives back what every path below `dir` held (the scratch folder was removed).
-pub fn release_below(dir: &std::path::Path) {
-    let mut held = held().lock().unwrap_or_else(|e| e.into_inner());
-    let below: Vec<_> = held.keys().filter(|p| p.starts_with(dir)).cloned().collect();
-    for p in below {
-        disk().credit(held.remove(&p).unwrap_or(0));
     }
 }
 

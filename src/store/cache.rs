@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use sha2::Digest as _;
 
-use crate::store::budget::{self, Limits};
+use crate::store::budget::{Budget, Limits};
 use crate::store::confine;
 use crate::store::decompress::decompressor;
 use crate::store::nar::{self, NarReader, UnpackError, Unpacked};
@@ -26,6 +26,7 @@ use crate::store::narinfo::{
     check_base_name, Compression, NarInfo, NarInfoError, PublicKey, Sha256,
 };
 use crate::store::readahead::read_ahead_watched;
+use crate::store::scratch::Scratch;
 
 /// Largest narinfo or `nix-cache-info` accepted (real ones are under 4 KiB;
 /// `References` of a large closure member can reach tens of KiB).
@@ -148,8 +149,9 @@ pub struct Fetched {
 
 impl Cache {
     /// Opens the cache at `url`, reading its `nix-cache-info` for the store
-    /// folder (`/nix/store` when the cache does not say).
-    pub fn open(url: &str, keys: Vec<PublicKey>) -> Result<Cache, CacheError> {
+    /// folder (`/nix/store` when the cache does not say). `limits` bound
+    /// the closure and every download (its disk budget is the caller's).
+    pub fn open(url: &str, keys: Vec<PublicKey>, limits: Limits) -> Result<Cache, CacheError> {
         let location = if let Some(path) = url.strip_prefix("file://") {
             if !path.starts_with('/') {
                 return Err(CacheError::Url(url.to_string()));
@@ -172,7 +174,6 @@ impl Cache {
             .user_agent(concat!("cuda-elf-inspect/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        let limits = budget::limits();
         let store_dir = "/nix/store".to_string();
         let mut cache = Cache { location, agent, store_dir, keys, limits };
         match cache.get_text(url, "nix-cache-info") {
@@ -206,27 +207,24 @@ impl Cache {
     }
 
     /// Reads `store_path` from the cache into `dest` (which must not exist),
-    /// writing the regular files whose first bytes `keep` accepts. On any
-    /// error `dest` is removed.
+    /// writing the regular files whose first bytes `keep` accepts, each
+    /// byte charged to `disk`. On any error `dest` is removed and what it
+    /// was charged given back.
     pub fn fetch(
         &self,
         store_path: &str,
         dest: &Path,
         keep: &dyn Fn(&[u8]) -> bool,
+        disk: &Budget,
     ) -> Result<Fetched, CacheError> {
-        let result = self.fetch_inner(store_path, dest, keep);
-        if result.is_err() {
-            remove(dest);
-        }
-        result
+        let info = self.narinfo(store_path)?;
+        let unpacked = self.fetch_nar(&info, dest, keep, disk)?;
+        Ok(Fetched { info, unpacked })
     }
 
-    fn fetch_inner(
-        &self,
-        store_path: &str,
-        dest: &Path,
-        keep: &dyn Fn(&[u8]) -> bool,
-    ) -> Result<Fetched, CacheError> {
+    /// The narinfo of `store_path`: read, checked to name that path, and
+    /// with trusted keys given, its signature checked.
+    pub fn narinfo(&self, store_path: &str) -> Result<NarInfo, CacheError> {
         let base = self.base_name(store_path)?;
         let text = self.get_text(store_path, &format!("{}.narinfo", &base[..32]))?;
         let narinfo_error = |source| CacheError::NarInfo { path: store_path.to_string(), source };
@@ -240,38 +238,92 @@ impl Cache {
         if !self.keys.is_empty() {
             info.verify(&self.store_dir, &self.keys).map_err(narinfo_error)?;
         }
+        Ok(info)
+    }
+
+    /// Reads the NAR `info` describes into `dest` (which must not exist), as
+    /// [`Cache::fetch`] does.
+    pub fn fetch_nar(
+        &self,
+        info: &NarInfo,
+        dest: &Path,
+        keep: &dyn Fn(&[u8]) -> bool,
+        disk: &Budget,
+    ) -> Result<Unpacked, CacheError> {
+        let result = self.fetch_nar_inner(info, dest, keep, disk);
+        if result.is_err() {
+            remove(dest);
+        }
+        result
+    }
+
+    fn fetch_nar_inner(
+        &self,
+        info: &NarInfo,
+        dest: &Path,
+        keep: &dyn Fn(&[u8]) -> bool,
+        disk: &Budget,
+    ) -> Result<Unpacked, CacheError> {
+        let store_path = info.store_path.as_str();
         let compressed = self.get(store_path, &info.url)?;
         let stream = decompressor(&info.compression, compressed).map_err(|compression| {
             CacheError::Compression { path: store_path.to_string(), compression }
         })?;
         let expected = Some((&info.nar_hash, info.nar_size));
-        let unpacked = unpack_verified(stream, dest, keep, expected, self.limits.stall_timeout)
-            .map_err(|e| e.named(store_path))?;
-        budget::hold(dest, unpacked.stored);
-        Ok(Fetched { info, unpacked })
+        let stall = self.limits.stall_timeout;
+        unpack_verified(stream, dest, keep, expected, stall, disk).map_err(|e| e.named(store_path))
     }
 
-    /// Fetches each of `roots` into `dest/<base name>` and, with `closure`,
-    /// every path they refer to, transitively; `jobs` transfers at a time
-    /// (network-bound, so more than the cores). `done` is called after each
-    /// path (for a progress line). One result per path, sorted by path; a
-    /// path that failed does not stop the others, and its references are not
-    /// followed (they are unknown without its narinfo).
-    ///
-    /// Bounded: at most `max_paths` of [`Limits`] are fetched (roots first,
-    /// then level by level); the references left are one
-    /// [`CacheError::Closure`] result saying how many and at which depth.
-    /// Closure members failing for the same reason beyond the first
-    /// [`SHOWN_ALIKE`] are one [`CacheError::Alike`] result.
+    /// Fetches each of `roots` into `scratch/<base name>` and, with
+    /// `closure`, every path they refer to ([`Cache::closure`]), all held
+    /// on disk together (charged to the scratch folder's budget); `jobs`
+    /// transfers at a time. `done` is called after each path. One result
+    /// per path, sorted by path. (The audit fetches the NARs in its own
+    /// order and drops each once audited: see `audit::closure`.)
     pub fn fetch_all(
         &self,
         roots: &[String],
         closure: bool,
-        dest: &Path,
+        scratch: &Scratch,
         keep: &(dyn Fn(&[u8]) -> bool + Sync),
         jobs: usize,
         done: &(dyn Fn(&str, &Result<Fetched, CacheError>) + Sync),
     ) -> Vec<(String, Result<Fetched, CacheError>)> {
+        use rayon::prelude::*;
+        let infos = self.closure(roots, closure, jobs);
+        let one = |(path, info): (String, Result<NarInfo, CacheError>)| {
+            let result = info.and_then(|info| {
+                let target = scratch.path().join(self.base_name(&path)?);
+                let unpacked = self.fetch_nar(&info, &target, keep, scratch.disk())?;
+                scratch.hold(&target, unpacked.stored);
+                Ok(Fetched { info, unpacked })
+            });
+            done(&path, &result);
+            (path, result)
+        };
+        match rayon::ThreadPoolBuilder::new().num_threads(jobs.max(1)).build() {
+            Ok(pool) => pool.install(|| infos.into_par_iter().map(one).collect()),
+            Err(_) => infos.into_iter().map(one).collect(),
+        }
+    }
+
+    /// The narinfo of each of `roots` and, with `closure`, of every path
+    /// they refer to, transitively, level by level, `jobs` transfers at a
+    /// time (network-bound, so more than the cores). One result per path,
+    /// sorted by path; a path whose narinfo failed does not stop the others,
+    /// and its references are not followed (they are unknown without it).
+    ///
+    /// Bounded: at most `max_paths` of [`Limits`] are looked up (roots
+    /// first, then level by level); the references left are one
+    /// [`CacheError::Closure`] result saying how many and at which depth.
+    /// Closure members failing for the same reason beyond the first
+    /// [`SHOWN_ALIKE`] are one [`CacheError::Alike`] result.
+    pub fn closure(
+        &self,
+        roots: &[String],
+        closure: bool,
+        jobs: usize,
+    ) -> Vec<(String, Result<NarInfo, CacheError>)> {
         use rayon::prelude::*;
         use std::collections::BTreeSet;
         // No threads to be had: fetch one at a time rather than fail.
@@ -282,15 +334,7 @@ impl Cache {
         let max = self.limits.max_paths.max(roots.len());
         let (mut depth, mut left, mut cut_at) = (0, 0usize, None);
         while !level.is_empty() {
-            let one = |path: &String| {
-                let target = match self.base_name(path) {
-                    Ok(base) => dest.join(base),
-                    Err(e) => return (path.clone(), Err(e)),
-                };
-                let result = self.fetch(path, &target, keep);
-                done(path, &result);
-                (path.clone(), result)
-            };
+            let one = |path: &String| (path.clone(), self.narinfo(path));
             let fetched: Vec<_> = match &pool {
                 Some(pool) => pool.install(|| level.par_iter().map(one).collect()),
                 None => level.iter().map(one).collect(),
@@ -298,8 +342,8 @@ impl Cache {
             let mut next = Vec::new();
             if closure {
                 for (_, result) in &fetched {
-                    let Ok(f) = result else { continue };
-                    for r in &f.info.references {
+                    let Ok(info) = result else { continue };
+                    for r in &info.references {
                         let path = format!("{}/{r}", self.store_dir);
                         if seen.contains(&path) {
                             continue;
@@ -387,6 +431,8 @@ pub fn unpack_file(
     file: &Path,
     dest: &Path,
     keep: &dyn Fn(&[u8]) -> bool,
+    disk: &Budget,
+    stall: Duration,
 ) -> Result<Unpacked, CacheError> {
     let shown = file.display().to_string();
     let compression = nar_file_compression(file).ok_or_else(|| CacheError::Compression {
@@ -400,11 +446,10 @@ pub fn unpack_file(
     })?;
     let stream = decompressor(&compression, Box::new(input))
         .map_err(|compression| CacheError::Compression { path: shown.clone(), compression })?;
-    let stall = budget::limits().stall_timeout;
-    let result = unpack_verified(stream, dest, keep, None, stall).map_err(|e| e.named(&shown));
-    match &result {
-        Ok(unpacked) => budget::hold(dest, unpacked.stored),
-        Err(_) => remove(dest),
+    let result =
+        unpack_verified(stream, dest, keep, None, stall, disk).map_err(|e| e.named(&shown));
+    if result.is_err() {
+        remove(dest);
     }
     result
 }
@@ -450,13 +495,13 @@ fn unpack_verified(
     keep: &dyn Fn(&[u8]) -> bool,
     expected: Option<(&Sha256, u64)>,
     stall: Duration,
+    disk: &Budget,
 ) -> Result<Unpacked, Unverified> {
     // Decompression on its own thread, hashing and writing on this one.
     let stream = read_ahead_watched(stream, Some(stall));
     let limit = expected.map_or(u64::MAX, |(_, size)| size.saturating_add(1));
     let mut hashing = Hashing { inner: stream.take(limit), hasher: sha2::Sha256::new(), len: 0 };
     let mut reader = NarReader::new(&mut hashing);
-    let disk = budget::disk();
     let unpacked = nar::unpack_within(&mut reader, dest, keep, disk);
     let len = hashing.len;
     let (hash, size) = match expected {
@@ -530,10 +575,10 @@ fn alike_reason(e: &CacheError) -> Option<String> {
 
 /// Keeps the roots' results and the first [`SHOWN_ALIKE`] closure members
 /// of each alike reason; the rest of each become one result.
-fn summarise_alike(
-    mut results: Vec<(String, Result<Fetched, CacheError>)>,
+fn summarise_alike<T>(
+    mut results: Vec<(String, Result<T, CacheError>)>,
     roots: &[String],
-) -> Vec<(String, Result<Fetched, CacheError>)> {
+) -> Vec<(String, Result<T, CacheError>)> {
     use std::collections::BTreeMap;
     results.sort_by(|a, b| a.0.cmp(&b.0));
     let mut counts: BTreeMap<String, (usize, String)> = BTreeMap::new();

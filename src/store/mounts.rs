@@ -10,9 +10,19 @@
 //! loader would open, resolving links itself: an absolute link
 //! `lib/libb.so.1 -> /nix/store/<other>/lib/libb.so.1.0` lands in the other
 //! mount, never in this machine's `/nix/store`.
+//!
+//! A cache audit of a closure removes each store path's files once it is
+//! audited (`audit::closure`); what the loader's lookups still need of them
+//! (folders, links and their targets, which files there were) stays here as
+//! a [`Tree`], so a lookup through a removed path answers as it did before
+//! ([`Located::Gone`] for a file: its kind and loader facts are the
+//! resolver's to remember).
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// The kernel's limit of symbolic links followed in one lookup (`ELOOP`).
 pub const MAX_HOPS: usize = 40;
@@ -52,14 +62,104 @@ pub enum Located {
     /// Nothing there: a name missing inside a mount (or a file the unpacking
     /// left out, which is never an object), or a loop of links.
     Absent,
-    /// Inside this store path of the cache's store, which was not fetched.
+    /// Inside this store path of the cache's store, which was not fetched
+    /// (or not yet, or its NAR failed).
     Unfetched(PathBuf),
+    /// A file (or folder) of a mount whose files were removed after its
+    /// audit, by its logical path: what it was is remembered by whoever
+    /// removed it.
+    Gone(PathBuf),
+}
+
+/// What a store path's copy held, without the files' bytes: each entry's
+/// path relative to the copy (empty for the copy itself) and kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tree {
+    entries: HashMap<PathBuf, Entry>,
+}
+
+/// One entry of a [`Tree`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A folder.
+    Dir,
+    /// A symbolic link and its target, as written.
+    Link(PathBuf),
+    /// A regular file (its bytes are gone).
+    File,
+}
+
+impl Tree {
+    /// Reads the tree at `local` (a folder, a file or a link; nothing there
+    /// gives an empty tree), links not followed.
+    pub fn read(local: &Path) -> std::io::Result<Tree> {
+        let mut tree = Tree::default();
+        let mut todo = vec![PathBuf::new()];
+        while let Some(rel) = todo.pop() {
+            let path =
+                if rel.as_os_str().is_empty() { local.to_path_buf() } else { local.join(&rel) };
+            let meta = match std::fs::symlink_metadata(&path) {
+                Ok(m) => m,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::NotFound && rel.as_os_str().is_empty() =>
+                {
+                    break
+                }
+                Err(e) => return Err(e),
+            };
+            let entry = if meta.file_type().is_symlink() {
+                Entry::Link(std::fs::read_link(&path)?)
+            } else if meta.is_dir() {
+                for child in std::fs::read_dir(&path)? {
+                    todo.push(rel.join(child?.file_name()));
+                }
+                Entry::Dir
+            } else {
+                Entry::File
+            };
+            tree.entries.insert(rel, entry);
+        }
+        Ok(tree)
+    }
+
+    /// The regular files, relative to the copy.
+    pub fn files(&self) -> impl Iterator<Item = &Path> {
+        self.entries.iter().filter(|(_, e)| **e == Entry::File).map(|(p, _)| p.as_path())
+    }
+
+    /// The entry at `rel`.
+    pub fn get(&self, rel: &Path) -> Option<&Entry> {
+        self.entries.get(rel)
+    }
+}
+
+/// Where a mount's files are now.
+const LIVE: u8 = 0;
+const PENDING: u8 = 1;
+const FAILED: u8 = 2;
+const DROPPED: u8 = 3;
+
+/// A mount's state, shared by the clones of its [`Mounts`] (the resolver
+/// holds one while the audit moves the state on).
+#[derive(Debug, Default)]
+struct State {
+    now: AtomicU8,
+    tree: OnceLock<Tree>,
+}
+
+/// What a lookup found at one name inside a mount.
+enum Found {
+    Missing,
+    Link(PathBuf),
+    Other,
 }
 
 /// The mounts of one audit; empty for an audit of real paths.
 #[derive(Debug, Clone, Default)]
 pub struct Mounts {
     list: Vec<Mount>,
+    /// Each mount's state, in the order of `list`.
+    states: Vec<Arc<State>>,
     /// The store the mounts were fetched from (a cache's `StoreDir`): a path
     /// below it that no mount holds was not fetched, so it is unknown rather
     /// than read from this machine's store. `None` for NAR files, whose
@@ -74,13 +174,50 @@ pub struct Mounts {
 impl Mounts {
     /// Mounts of store paths fetched from a cache whose store is `store_dir`.
     pub fn of_cache(list: Vec<Mount>, store_dir: PathBuf) -> Mounts {
-        Mounts { list, store: Some(store_dir), sealed: true }
+        let states = list.iter().map(|_| Arc::default()).collect();
+        Mounts { list, states, store: Some(store_dir), sealed: true }
     }
 
     /// Mounts of NAR files: the store paths they refer to, in `store_dir`,
     /// were not read either (a NAR holds one path, not its closure).
     pub fn of_files(list: Vec<Mount>, store_dir: PathBuf) -> Mounts {
-        Mounts { list, store: Some(store_dir), sealed: false }
+        let states = list.iter().map(|_| Arc::default()).collect();
+        Mounts { list, states, store: Some(store_dir), sealed: false }
+    }
+
+    /// Marks every mount as not fetched yet: a lookup there is
+    /// [`Located::Unfetched`] until [`Mounts::fetched`] says otherwise.
+    pub fn pending(self) -> Mounts {
+        for s in &self.states {
+            s.now.store(PENDING, Ordering::Release);
+        }
+        self
+    }
+
+    fn set(&self, logical: &Path, now: u8, tree: Option<Tree>) {
+        if let Some(i) = self.list.iter().position(|m| m.logical == logical) {
+            if let Some(tree) = tree {
+                let _ = self.states[i].tree.set(tree);
+            }
+            self.states[i].now.store(now, Ordering::Release);
+        }
+    }
+
+    /// The mount named `logical` has its files at its local path.
+    pub fn fetched(&self, logical: &Path) {
+        self.set(logical, LIVE, None)
+    }
+
+    /// The mount named `logical` could not be fetched: lookups there are
+    /// [`Located::Unfetched`], as for a store path outside the mounts.
+    pub fn failed(&self, logical: &Path) {
+        self.set(logical, FAILED, None)
+    }
+
+    /// The files of the mount named `logical` are about to be removed;
+    /// lookups go through `tree` (what they were) from now on.
+    pub fn dropped(&self, logical: &Path, tree: Tree) {
+        self.set(logical, DROPPED, Some(tree))
     }
 
     /// Seals the mounts (when every audited file comes from one, e.g. an
@@ -103,6 +240,35 @@ impl Mounts {
     /// The mount holding the logical `path`, if any.
     pub fn mount_of(&self, path: &Path) -> Option<&Mount> {
         self.list.iter().find(|m| path.starts_with(&m.logical))
+    }
+
+    /// [`Mounts::mount_of`], with its state.
+    fn mount_state(&self, path: &Path) -> Option<(&Mount, u8, &State)> {
+        let i = self.list.iter().position(|m| path.starts_with(&m.logical))?;
+        let state = &self.states[i];
+        Some((&self.list[i], state.now.load(Ordering::Acquire), state))
+    }
+
+    /// What is at the logical `path` of mount `m`: on disk while its files
+    /// are there, else in its remembered tree.
+    fn entry(m: &Mount, now: u8, state: &State, path: &Path) -> Found {
+        if now == DROPPED {
+            let rel = path.strip_prefix(&m.logical).unwrap_or(Path::new(""));
+            return match state.tree.get().and_then(|t| t.get(rel)) {
+                None => Found::Missing,
+                Some(Entry::Link(target)) => Found::Link(target.clone()),
+                Some(_) => Found::Other,
+            };
+        }
+        let local = local_of(m, path);
+        match std::fs::symlink_metadata(&local) {
+            Err(_) => Found::Missing,
+            Ok(meta) if meta.file_type().is_symlink() => match std::fs::read_link(&local) {
+                Ok(target) => Found::Link(target),
+                Err(_) => Found::Missing,
+            },
+            Ok(_) => Found::Other,
+        }
     }
 
     /// The store path of the cache's store that `path` lies in, when no
@@ -153,7 +319,7 @@ impl Mounts {
                 }
                 Step::Name(n) => {
                     cur.push(&n);
-                    let Some(m) = self.mount_of(&cur) else {
+                    let Some((m, now, state)) = self.mount_state(&cur) else {
                         let above = |p: &PathBuf| p.starts_with(&cur);
                         if self.list.iter().any(|m| above(&m.logical))
                             || self.store.as_ref().is_some_and(above)
@@ -176,27 +342,28 @@ impl Mounts {
                         }
                         return host_file(cur);
                     };
-                    let local = local_of(m, &cur);
-                    match std::fs::symlink_metadata(&local) {
-                        Err(_) => return Located::Absent,
-                        Ok(meta) if meta.file_type().is_symlink() => {
+                    if now == PENDING || now == FAILED {
+                        return Located::Unfetched(m.logical.clone());
+                    }
+                    match Self::entry(m, now, state, &cur) {
+                        Found::Missing => return Located::Absent,
+                        Found::Link(target) => {
                             hops += 1;
-                            let Ok(target) = std::fs::read_link(&local) else {
-                                return Located::Absent;
-                            };
                             if hops > MAX_HOPS {
                                 return Located::Absent;
                             }
                             cur.pop();
                             push(&mut stack, &target);
                         }
-                        Ok(_) => {}
+                        Found::Other => {}
                     }
                 }
             }
         }
-        match self.mount_of(&cur) {
-            Some(m) => Located::Local(local_of(m, &cur)),
+        match self.mount_state(&cur) {
+            Some((m, PENDING | FAILED, _)) => Located::Unfetched(m.logical.clone()),
+            Some((_, DROPPED, _)) => Located::Gone(cur),
+            Some((m, _, _)) => Located::Local(local_of(m, &cur)),
             None => host_file(cur),
         }
     }
@@ -281,5 +448,76 @@ mod tests {
         let host = dir.path().join("host.so");
         std::fs::write(&host, b"x").unwrap();
         assert_eq!(outside.locate(&host), Located::Local(host.clone()));
+    }
+
+    #[test]
+    fn a_dropped_mount_answers_from_its_tree_as_its_files_did() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        for d in [&a, &b] {
+            std::fs::create_dir_all(d.join("lib/sub")).unwrap();
+        }
+        std::fs::write(b.join("lib/libb.so.1.0"), b"\x7fELF").unwrap();
+        symlink("libb.so.1.0", b.join("lib/libb.so.1")).unwrap();
+        symlink("../libb.so.1", b.join("lib/sub/up")).unwrap();
+        symlink("/s/bbb-b/lib/sub/up", a.join("lib/libb.so")).unwrap();
+        symlink("loop", b.join("lib/loop")).unwrap();
+        symlink("/etc/passwd", b.join("lib/passwd")).unwrap();
+        let mount = |name: &str, local: &Path| Mount {
+            logical: PathBuf::from("/s").join(name),
+            local: local.to_path_buf(),
+            in_store: true,
+        };
+        let list = vec![mount("aaa-a", &a), mount("bbb-b", &b)];
+        let mounts = Mounts::of_cache(list, "/s".into());
+        let asked = [
+            "/s/aaa-a/lib/libb.so",
+            "/s/bbb-b/lib/libb.so.1",
+            "/s/bbb-b/lib/sub/up",
+            "/s/bbb-b/lib/sub",
+            "/s/bbb-b/lib/sub/..",
+            "/s/bbb-b/lib/nothing",
+            "/s/bbb-b/lib/loop",
+            "/s/bbb-b/lib/passwd",
+            "/s/bbb-b",
+        ];
+        let before: Vec<Located> = asked.iter().map(|p| mounts.locate(Path::new(p))).collect();
+        assert_eq!(before[0], Located::Local(b.join("lib/libb.so.1.0")));
+        let tree = Tree::read(&b).unwrap();
+        assert_eq!(tree.files().collect::<Vec<_>>(), [Path::new("lib/libb.so.1.0")]);
+        mounts.clone().dropped(Path::new("/s/bbb-b"), tree);
+        std::fs::remove_dir_all(&b).unwrap();
+        for (p, was) in asked.iter().zip(before) {
+            let now = match mounts.locate(Path::new(p)) {
+                Located::Gone(logical) => {
+                    Located::Local(b.join(logical.strip_prefix("/s/bbb-b").unwrap()))
+                }
+                other => other,
+            };
+            let was = match was {
+                Located::Local(l) => {
+                    Located::Local(PathBuf::from(l.to_str().unwrap().trim_end_matches('/')))
+                }
+                other => other,
+            };
+            let now = match now {
+                Located::Local(l) => {
+                    Located::Local(PathBuf::from(l.to_str().unwrap().trim_end_matches('/')))
+                }
+                other => other,
+            };
+            assert_eq!(now, was, "{p}");
+        }
+        // Not fetched yet, or failed: unknown, as outside the mounts.
+        let pending = Mounts::of_cache(vec![mount("aaa-a", &a)], "/s".into()).pending();
+        let unknown = Located::Unfetched("/s/aaa-a".into());
+        assert_eq!(pending.locate(Path::new("/s/aaa-a/lib/libb.so")), unknown);
+        pending.fetched(Path::new("/s/aaa-a"));
+        assert_eq!(
+            pending.locate(Path::new("/s/aaa-a/lib/sub")),
+            Located::Local(a.join("lib/sub"))
+        );
+        pending.failed(Path::new("/s/aaa-a"));
+        assert_eq!(pending.locate(Path::new("/s/aaa-a/lib/sub")), unknown);
     }
 }

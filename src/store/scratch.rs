@@ -12,13 +12,16 @@
 //!
 //! The live folders are listed process-wide: the signal thread removes
 //! them, and [`crate::store::confine`] keeps what is read from them inside
-//! them.
+//! them. The disk [`Budget`] is the folder's own: every byte written below
+//! it is charged there, and given back when its store path is removed
+//! ([`Scratch::discard`]) or the folder is.
 
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use crate::store::budget;
+use crate::store::budget::Budget;
 
 /// The folder name's start; the owner's pid and a random part follow.
 pub const PREFIX: &str = "cuda-elf-inspect.";
@@ -34,22 +37,27 @@ pub fn roots() -> Vec<PathBuf> {
     live().lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-/// One private temporary folder; removed on drop.
+/// One private temporary folder and the disk budget of what is unpacked
+/// into it; removed on drop.
 #[derive(Debug)]
 pub struct Scratch {
     path: PathBuf,
+    disk: Budget,
+    /// The bytes each unpacked store path below it holds of `disk`.
+    held: Mutex<HashMap<PathBuf, u64>>,
 }
 
 impl Scratch {
     /// Makes the folder in `$TMPDIR`, after removing stale ones of dead
     /// runs, with the signal handlers installed first (a signal between the
-    /// two would otherwise leave it behind).
-    pub fn create() -> io::Result<Scratch> {
-        Self::create_in(&std::env::temp_dir())
+    /// two would otherwise leave it behind). At most `limit` bytes of file
+    /// data may be below it at once (`--max-unpack-bytes`).
+    pub fn create(limit: u64) -> io::Result<Scratch> {
+        Self::create_in(&std::env::temp_dir(), limit)
     }
 
     /// [`Scratch::create`] in `dir`.
-    pub fn create_in(dir: &Path) -> io::Result<Scratch> {
+    pub fn create_in(dir: &Path, limit: u64) -> io::Result<Scratch> {
         use std::os::unix::fs::PermissionsExt;
         install_signal_cleanup();
         sweep_stale(dir);
@@ -59,12 +67,38 @@ impl Scratch {
             .tempdir_in(dir)?;
         let path = tmp.keep();
         live().lock().unwrap_or_else(|e| e.into_inner()).push(path.clone());
-        Ok(Scratch { path })
+        Ok(Scratch { path, disk: Budget::new(limit), held: Mutex::default() })
     }
 
     /// The folder.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The budget every write below the folder is charged to.
+    pub fn disk(&self) -> &Budget {
+        &self.disk
+    }
+
+    /// Records that `local` (one unpacked store path below the folder)
+    /// holds `bytes` of [`Scratch::disk`], after a successful unpack.
+    pub fn hold(&self, local: &Path, bytes: u64) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        *held.entry(local.to_path_buf()).or_default() += bytes;
+    }
+
+    /// Removes one unpacked store path (its folder or file below the
+    /// folder) and gives its bytes back to the disk budget: what the audit
+    /// calls once nothing needs its files any more, so that a closure holds
+    /// on disk only the paths being audited.
+    pub fn discard(&self, local: &Path) {
+        let _ = match std::fs::symlink_metadata(local) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(local),
+            Ok(_) => std::fs::remove_file(local),
+            Err(_) => Ok(()),
+        };
+        let bytes = self.held.lock().unwrap_or_else(|e| e.into_inner()).remove(local);
+        self.disk.credit(bytes.unwrap_or(0));
     }
 }
 
@@ -73,21 +107,7 @@ impl Drop for Scratch {
         let mut list = live().lock().unwrap_or_else(|e| e.into_inner());
         list.retain(|p| p != &self.path);
         let _ = std::fs::remove_dir_all(&self.path);
-        budget::release_below(&self.path);
     }
-}
-
-/// Removes one unpacked store path (its folder or file below a scratch
-/// folder) and gives its bytes back to the disk budget: what the audit
-/// calls once a path is audited, so that a closure holds on disk only the
-/// paths not audited yet.
-pub fn discard(local: &Path) {
-    let _ = match std::fs::symlink_metadata(local) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(local),
-        Ok(_) => std::fs::remove_file(local),
-        Err(_) => Ok(()),
-    };
-    budget::release(local);
 }
 
 /// Removes `dir`'s `cuda-elf-inspect.<pid>.*` folders owned by this user
@@ -213,9 +233,17 @@ mod tests {
             std::fs::create_dir(d).unwrap();
             std::fs::write(d.join("f"), b"x").unwrap();
         }
-        let s = Scratch::create_in(dir.path()).unwrap();
+        let s = Scratch::create_in(dir.path(), 100).unwrap();
         assert!(!dead.exists() && mine.exists() && old.exists());
         assert!(s.path().exists() && roots().contains(&s.path().to_path_buf()));
+        // A discarded path gives its bytes back.
+        let held = s.path().join("p");
+        std::fs::create_dir(&held).unwrap();
+        s.disk().charge(60).unwrap();
+        s.hold(&held, 60);
+        assert!(s.disk().charge(60).is_err());
+        s.discard(&held);
+        assert!(!held.exists() && s.disk().used() == 0 && s.disk().charge(60).is_ok());
         let path = s.path().to_path_buf();
         drop(s);
         assert!(!path.exists() && !roots().contains(&path));
