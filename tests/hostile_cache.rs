@@ -574,7 +574,7 @@ fn an_unsigned_narinfo_with_a_huge_nar_size_and_a_closure_share_one_disk_budget(
     assert!(text.contains(&format!("{huge}: lib/big.so: more than 2097152 bytes")), "{text}");
     // Two paths of 1.5 MiB each under a 2 MiB budget, referring to each
     // other (a cycle Nix refuses, so only a hostile cache serves one): held
-    // together, they do not fit. (Without the cycle, b is audited and
+    // together, they do not fit, and the run fails. (Without the cycle, b is audited and
     // dropped before a is fetched: see the closure test above.)
     let (a, b) = (store_path(2, "a"), store_path(3, "b"));
     cache.add(&b, &dense_nar(3 << 19), std::slice::from_ref(&a), None);
@@ -587,7 +587,10 @@ fn an_unsigned_narinfo_with_a_huge_nar_size_and_a_closure_share_one_disk_budget(
     let text = shown(&out);
     assert_eq!(out.status.code(), Some(2), "{text}");
     let over = |p: &str| text.contains(&format!("{p}: lib/big.so: more than 2097152 bytes"));
-    assert!(over(&a) != over(&b), "one of the two is refused: {text}");
+    // Fetched side by side, either may reach the limit first, or both
+    // (each over it while the other still holds its bytes): the bound holds
+    // and each refusal names its path and the limit.
+    assert!(over(&a) || over(&b), "a refusal names the path and the limit: {text}");
     assert!(empty(&tmp), "the temporary folder was left");
 }
 

@@ -23,13 +23,22 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
+use super::failure::Failure;
 use super::linkage::Resolver;
 use super::roots::{conclude, examine_root, Walked};
-use super::sources::{fetch_failure, Progress};
 use super::{Audit, Policy, Root};
 use crate::store::cache::{Cache, CacheError};
 use crate::store::narinfo::NarInfo;
 use crate::store::scratch::Scratch;
+
+/// How far fetching has come, for a progress line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Store paths done (fetched or failed).
+    pub paths: usize,
+    /// Bytes of NAR read (uncompressed).
+    pub bytes: u64,
+}
 
 /// Where the NARs of a cache audit come from.
 pub struct Fetch {
@@ -95,7 +104,7 @@ pub(super) fn audit(
                 }
                 Err(e) => {
                     policy.resolver.mounts().failed(&mount.logical);
-                    roots[node.root] = Root::Failed(fetch_failure(&e));
+                    roots[node.root] = Root::Failed(Failure::of_fetch(&e));
                 }
             }
             seen.paths += 1;

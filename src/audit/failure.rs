@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::store::cache::CacheError;
+
 /// One file or folder that could not be examined.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
@@ -49,6 +51,28 @@ impl Failure {
     /// The same failure named under another path (a mount's store name).
     pub fn renamed(self, path: PathBuf) -> Failure {
         Failure { path, ..self }
+    }
+
+    /// A store path or NAR file that could not be read, as a failure on the
+    /// path the cache client names (every one of its messages is `path: why`).
+    pub fn of_fetch(e: &CacheError) -> Failure {
+        let path = match e {
+            // The bound of a closure names no store path: the option does.
+            CacheError::Closure { .. } => "--closure",
+            // Alike failures are summarised under the first of them.
+            CacheError::Alike { first, .. } => first.as_str(),
+            CacheError::Url(url) => url.as_str(),
+            CacheError::NotStorePath { path, .. }
+            | CacheError::NotFound { path, .. }
+            | CacheError::Fetch { path, .. }
+            | CacheError::NarInfo { path, .. }
+            | CacheError::Compression { path, .. }
+            | CacheError::Nar { path, .. }
+            | CacheError::Mismatch { path, .. } => path.as_str(),
+        };
+        let text = e.to_string();
+        let why = text.strip_prefix(path).and_then(|t| t.strip_prefix(": ")).unwrap_or(&text);
+        Failure { path: PathBuf::from(path), reason: Reason::Fetch(why.to_string()) }
     }
 }
 

@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::failure::{Failure, Reason};
+use super::failure::Failure;
 use super::Root;
 use crate::audit::finding::strip_store_hash;
 use crate::store::budget::Limits;
@@ -58,14 +58,7 @@ pub enum SourceError {
     TempDir(String),
 }
 
-/// How far fetching has come, for a progress line.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Progress {
-    /// Store paths done (fetched or failed).
-    pub paths: usize,
-    /// Bytes of NAR read (uncompressed).
-    pub bytes: u64,
-}
+pub use super::closure::Progress;
 
 /// The roots to audit and what they need.
 #[derive(Debug)]
@@ -164,7 +157,7 @@ fn from_files(
                 mounts.push(mount.clone());
                 roots.push(Root::Mounted { mount, name: nar_root_name(path) });
             }
-            Err(e) => roots.push(Root::Failed(fetch_failure(&e))),
+            Err(e) => roots.push(Root::Failed(Failure::of_fetch(&e))),
         }
     }
     // NAR files only: nothing of this machine is read for them (a hostile
@@ -172,28 +165,6 @@ fn from_files(
     let only_nars = roots.iter().all(|r| !matches!(r, Root::Path(_)));
     let mounts = Mounts::of_files(mounts, store_dir.to_path_buf()).sealed(only_nars);
     Ok(Sources { roots, mounts, store_dir: None, infos: Vec::new(), scratch: tmp, fetch: None })
-}
-
-/// A store path or NAR file that could not be read, as a failure on the
-/// path the cache client names (every one of its messages is `path: why`).
-pub(super) fn fetch_failure(e: &CacheError) -> Failure {
-    let path = match e {
-        // The bound of a closure names no store path: the option does.
-        CacheError::Closure { .. } => "--closure",
-        // Alike failures are summarised under the first of them.
-        CacheError::Alike { first, .. } => first.as_str(),
-        CacheError::Url(url) => url.as_str(),
-        CacheError::NotStorePath { path, .. }
-        | CacheError::NotFound { path, .. }
-        | CacheError::Fetch { path, .. }
-        | CacheError::NarInfo { path, .. }
-        | CacheError::Compression { path, .. }
-        | CacheError::Nar { path, .. }
-        | CacheError::Mismatch { path, .. } => path.as_str(),
-    };
-    let text = e.to_string();
-    let why = text.strip_prefix(path).and_then(|t| t.strip_prefix(": ")).unwrap_or(&text);
-    Failure { path: PathBuf::from(path), reason: Reason::Fetch(why.to_string()) }
 }
 
 /// A NAR file's name in baseline locations: its file name without the
@@ -239,7 +210,7 @@ fn from_cache(
                 mounts.push(mount.clone());
                 roots.push(Root::Mounted { mount, name: strip_store_hash(&base).to_string() });
             }
-            Err(e) => roots.push(Root::Failed(fetch_failure(&e))),
+            Err(e) => roots.push(Root::Failed(Failure::of_fetch(&e))),
         }
     }
     let fetch = super::closure::Fetch { cache, keep_all: args.keep_all, jobs: args.jobs.max(1) };
@@ -256,11 +227,12 @@ fn from_cache(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::failure::Reason;
 
     #[test]
     fn fetch_failures_are_split_into_path_and_reason() {
         let e = CacheError::NotFound { path: "/nix/store/x-a".into(), url: "x.narinfo".into() };
-        let f = fetch_failure(&e);
+        let f = Failure::of_fetch(&e);
         assert_eq!(f.path, PathBuf::from("/nix/store/x-a"));
         assert_eq!(f.reason, Reason::Fetch("x.narinfo not found in the cache".into()));
         assert_eq!(f.to_string(), e.to_string());

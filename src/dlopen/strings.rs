@@ -157,7 +157,7 @@ fn stretches<'a>(bytes: &'a [u8], release: &(dyn Fn(&[u8]) + Sync)) -> Vec<Stret
         .par_iter()
         .map(|&from| {
             let to = (from + STRETCH).min(bytes.len());
-            crate::devicecode::host::populate(&bytes[from..to]);
+            crate::fs::pages::populate(&bytes[from..to]);
             // A `.so` that starts before `to` may end after it.
             let window = &bytes[from..(to + 2).min(bytes.len())];
             let mut s = Stretch { names: Vec::new(), libcuda: false, complete: true };

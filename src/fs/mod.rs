@@ -1,10 +1,12 @@
 //! The file system as the tools meet it: the parallel, deterministic walk of
 //! output trees, the atomic replacement of a file we rewrite, and the paths
-//! a user types (a `result` link resolved once, files named under it).
+//! a user types (a `result` link resolved once, files named under it), and
+//! advice about mapped pages.
 //!
 //! Imports only [`crate::error`]: everything above reads and writes files
 //! through here.
 
 pub mod atomic;
+pub mod pages;
 pub mod typed;
 pub mod walk;

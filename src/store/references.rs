@@ -112,7 +112,7 @@ impl Candidates {
     /// Every reference in `bytes` (at offset `base` of their file), in
     /// order; `done` is called with each window of `bytes` once scanned.
     /// Windows are searched in parallel, each prefetched in one call
-    /// ([`crate::devicecode::host::populate`]): the search runs at the speed
+    /// ([`crate::fs::pages::populate`]): the search runs at the speed
     /// the bytes stream from memory (docs/references.md, "What it costs").
     pub fn scan(&self, bytes: &[u8], base: u64, done: &(dyn Fn(&[u8]) + Sync)) -> Vec<Hit> {
         use rayon::prelude::*;
@@ -124,7 +124,7 @@ impl Candidates {
             let own = (bytes.len() - start).min(WINDOW);
             let end = (start + own + overlap).min(bytes.len());
             if own >= PREFETCH_MIN {
-                crate::devicecode::host::populate(&bytes[start..end]);
+                crate::fs::pages::populate(&bytes[start..end]);
             }
             let (window, at) = (&bytes[start..end], base + start as u64);
             let mut hits = Vec::new();
