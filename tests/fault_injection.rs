@@ -94,6 +94,15 @@ fn journal_for(name: &Path) -> bool {
     })
 }
 
+/// Every name in `names` of the same file as `name` (its hard links and
+/// itself).
+fn links_of<'a>(name: &Path, names: &'a [(PathBuf, bool)]) -> impl Iterator<Item = &'a Path> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &Path| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
+    let me = id(name);
+    names.iter().map(|(n, _)| n.as_path()).filter(move |n| me.is_some() && id(n) == me)
+}
+
 /// Makes the tree: 20 folders of 100 files, libraries and programs
 /// alternating; every 97th name is a hard link to the previous file.
 fn make_tree(root: &Path, lib: &Path, prog: &Path) -> Vec<(PathBuf, bool)> {
@@ -164,10 +173,12 @@ fn sigkill_at_random_points(in_place: bool, seeds: std::ops::Range<u64>) {
                 old += 1;
             } else if &bytes == n {
                 new += 1;
-            } else if in_place && bytes.starts_with(o) && journal_for(name) {
+            } else if in_place && bytes.starts_with(o) && links_of(name, &names).any(journal_for) {
                 // In place, between the append and the switch: the old file
                 // plus an unreferenced tail (it loads and reads as the old
-                // one), with the journal that lets the rerun cut the tail.
+                // one), with the journal that lets the rerun cut the tail
+                // (named after the one name of the file that was patched:
+                // a hard link shares it).
                 tails += 1;
             } else {
                 panic!("seed {seed} (kill after {delay:?}): {} is neither the original nor the patched file ({} bytes)", name.display(), bytes.len());
