@@ -31,7 +31,7 @@ pub enum Cell {
     PtxDriverFails,
     /// Only link stubs (cubins without kernels) target it: nothing runs.
     LinkStubs,
-    /// Device code outside the fatbin sections was not read (see `--scan`):
+    /// Device code outside the fatbin sections was not read (`--no-scan`):
     /// the cell is not decided.
     NotRead,
     /// Nothing runs.
@@ -80,7 +80,7 @@ impl Cell {
             Cell::Ptx => "PTX only: the driver JIT-compiles it (slow first start; runs on the given driver, or no driver was given)",
             Cell::PtxDriverFails => "PTX only, and the given driver cannot run it (PTX ISA or CUDA runtime too new)",
             Cell::LinkStubs => "link stubs only: cubins without kernels target it, nothing runs",
-            Cell::NotRead => "not read: the file holds device code outside its fatbin sections that was not read (--scan reads it)",
+            Cell::NotRead => "not read: the file holds device code outside its fatbin sections, left unread by --no-scan (the default reads it)",
             Cell::Nothing => "nothing runs: no SASS or PTX covers this capability",
         }
     }
