@@ -46,9 +46,18 @@ let
   audit =
     {
       package,
-      # Override the package's CUDA capabilities (list of strings); null: the
-      # tool's default (its own reading of the files' policy).
+      # The CUDA capabilities the files must cover (list of strings, as
+      # Nixpkgs' config.cudaCapabilities); null: none is checked (the tool
+      # has no capability to hold the files to). `set` passes the package
+      # set's own (backendStdenv.cudaCapabilities).
       cudaCapabilities ? null,
+      # Whether PTX for the last capability is expected (Nixpkgs'
+      # cudaForwardCompat); null: the tool's default (expected).
+      cudaForwardCompat ? null,
+      # The CUDA version the files were built for ("12.8"): capabilities too
+      # old or too new for it are findings; null: not checked. `set` passes
+      # the package set's cudaMajorMinorVersion.
+      cudaVersion ? null,
       # A previous report.json (or a --write-baseline file): only findings
       # not in it count.
       baseline ? null,
@@ -62,6 +71,13 @@ let
         lib.optionals (cudaCapabilities != null) [
           "--cuda-capabilities"
           (lib.concatStringsSep ";" cudaCapabilities)
+        ]
+        ++ lib.optionals (cudaForwardCompat != null) [
+          (if cudaForwardCompat then "--forward-compat" else "--no-forward-compat")
+        ]
+        ++ lib.optionals (cudaVersion != null) [
+          "--cuda-version"
+          cudaVersion
         ]
         ++ lib.optionals (baseline != null) [
           "--baseline"
@@ -213,6 +229,9 @@ let
         </head><body><h1>cuda-elf-inspect: package set</h1>
         <p>Per package and requested capability: S every file with device code has SASS; P some only PTX (JIT); D PTX the given driver cannot run; ? device code not read; N k: k files run nothing; &#8211; no device code; &#183; not requested. Each package links to its report.</p>
         EOF
+          if [ -z "$caps" ]; then
+            printf '<p id="no-capabilities">No capability was requested of these packages: their audits checked linkage, RUNPATH and the driver only, not GPU code coverage (give cudaCapabilities, or audit a CUDA package set, whose own capabilities are used).</p>\n'
+          fi
           printf '<table id="index"><thead><tr><th>package</th>'
           for cap in $caps; do printf '<th data-cap="%s">%s</th>' "$cap" "$cap"; done
           printf '<th>files with device code</th><th>errors</th><th>warnings</th><th>infos</th></tr></thead><tbody>\n'
@@ -228,7 +247,9 @@ let
 
   # Every derivation of an attribute set (not recursing), by attribute name,
   # plus `_skipped`: what was left out and why, and `_index`: one page across
-  # the audits.
+  # the audits. A CUDA package set is audited for what it was built for: its
+  # backendStdenv's cudaCapabilities and cudaForwardCompat and its
+  # cudaMajorMinorVersion, each overridable by the argument of that name.
   set =
     {
       packages,
@@ -237,11 +258,28 @@ let
       ...
     }@args:
     let
-      auditArgs = removeAttrs args [
-        "packages"
-        "aliases"
-        "includeUnavailable"
-      ];
+      # What the package set was built for (Nixpkgs' CUDA package sets carry
+      # it in backendStdenv and cudaMajorMinorVersion), unless the caller
+      # says otherwise: a set audited without capabilities would check no
+      # coverage and its index would have no column.
+      fromSet =
+        attr: value:
+        let
+          tried = builtins.tryEval value;
+        in
+        lib.optionalAttrs (!(args ? ${attr}) && tried.success && tried.value != null) {
+          ${attr} = tried.value;
+        };
+      stdenvOfSet = packages.backendStdenv or { };
+      auditArgs =
+        removeAttrs args [
+          "packages"
+          "aliases"
+          "includeUnavailable"
+        ]
+        // fromSet "cudaCapabilities" (stdenvOfSet.cudaCapabilities or null)
+        // fromSet "cudaForwardCompat" (stdenvOfSet.cudaForwardCompat or null)
+        // fromSet "cudaVersion" (packages.cudaMajorMinorVersion or null);
       reasons = lib.mapAttrs (skipReason { inherit aliases includeUnavailable; }) packages;
       skipped = lib.filterAttrs (_: reason: reason != null) reasons;
       audited = lib.filterAttrs (name: _: reasons.${name} == null) packages;

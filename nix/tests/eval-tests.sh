@@ -197,6 +197,21 @@ eval_true "audit.nix: a set audits each derivation once; aliases (unevaluated: n
      && builtins.attrNames s._index.audits == audited
      && (q.nixCudaHooksAudit.set { packages = q.cudaPackages; includeUnavailable = true; }) ? cudnn"
 
+eval_true "audit.nix: a CUDA package set is audited for its own capabilities, forward compatibility and CUDA version; arguments override them" "
+  let q = ($pk) { cudaCapabilities = [ \"8.6\" \"9.0\" ]; cudaForwardCompat = false; };
+      cmd = s: n: builtins.replaceStrings [ \"\\n\" ] [ \" \" ] s.\${n}.stub.args.buildCommand;
+      has = s: n: re: builtins.match \".*\${re}.*\" (cmd s n) != null;
+      own = q.nixCudaHooksAudit.set { packages = q.cudaPackages; };
+      given = q.nixCudaHooksAudit.set { packages = q.cudaPackages; cudaCapabilities = [ \"8.0\" ]; cudaForwardCompat = true; };
+      plain = $p.nixCudaHooksAudit.set { packages = $p.cudaPackages_13_0; };
+      none = q.nixCudaHooksAudit.set { packages = { inherit (q.cudaPackages) cuda_nvcc; }; };
+  in has own \"cuda_nvcc\" \"--cuda-capabilities '8[.]6;9[.]0'\" && has own \"cuda_nvcc\" \"--no-forward-compat\"
+     && has own \"cuda_nvcc\" \"--cuda-version 12[.]8\"
+     && has given \"cuda_nvcc\" \"--cuda-capabilities 8[.]0 \" && has given \"cuda_nvcc\" \"--forward-compat\"
+     && has plain \"cuda_nvcc\" \"--cuda-capabilities '7[.]5;8[.]0;8[.]6;8[.]9;9[.]0;10[.]0;10[.]3;12[.]0;12[.]1'\"
+     && has plain \"cuda_nvcc\" \"--cuda-version 13[.]0\" && has plain \"cuda_nvcc\" \"--forward-compat\"
+     && !(has none \"cuda_nvcc\" \"--cuda-capabilities\")"
+
 eval_true "overlay.nix: composes with Nixpkgs' real _cuda fixed point and aliases.nix" "
   let q = $p; plain = import ./nix/tests/stub { };
   in builtins.length q._cuda.extensions == 1 && plain._cuda.extensions == [ ]
