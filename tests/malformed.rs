@@ -320,7 +320,11 @@ fn mutated_inputs_never_panic() {
             data.truncate(len);
         }
         let mut report = blank_report();
-        inspect::inspect_bytes(&data, inspect::Options { deep: true, scan: true }, &mut report);
+        inspect::inspect_bytes(
+            &data,
+            inspect::Options { deep: true, scan: nix_cuda_hooks::devicecode::Scan::Full },
+            &mut report,
+        );
         if let Ok(object) = host::parse(&data) {
             let mut out = Vec::new();
             let opts =

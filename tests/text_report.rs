@@ -117,6 +117,49 @@ fn cufft_code_outside_its_sections_is_read_by_default_and_unread_code_is_said_so
     }
 }
 
+/// `--summary` reads what the audit reads: cuFFT's code outside its
+/// sections by default (before, it listed one link stub and said nothing of
+/// the 24,453 entries it left unread), and with `--no-scan` it says what it
+/// left unread.
+#[test]
+fn summary_reads_cufft_code_outside_its_sections_and_says_what_it_left_unread() {
+    let lib = corpus_file("cufft", "libcufft.so.11");
+    let path = lib.to_str().unwrap();
+    let summary =
+        |args: &[&str]| json(&[&["--summary"], args].concat(), std::slice::from_ref(&lib));
+    let (default, full) = (summary(&[]), summary(&["--scan"]));
+    let (d, f) = (&default["files"][0], &full["files"][0]);
+    assert_eq!(d["summary"], f["summary"], "{d}");
+    assert_eq!(d["scanned"], f["scanned"]);
+    assert!(d["scanned"].as_array().unwrap().len() > 10_000);
+    // The summary and the audit agree on the SASS the file carries.
+    let audit = json(&[], std::slice::from_ref(&lib));
+    let sass = |v: &serde_json::Value| {
+        let mut s: Vec<String> =
+            v.as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+        s.sort();
+        s
+    };
+    assert_eq!(sass(&d["summary"]["sass"]), sass(&audit["files"][0]["device"]["sass"]));
+    let text = stdout(&run(CEI, &["--summary", path]));
+    assert!(text.contains("\n  SASS:           sm_50 "), "{text}");
+    assert!(text.contains("  scan: 24453 entries outside the fatbin sections"), "{text}");
+    // --no-scan: the section's one link stub, and a line saying what is not read.
+    let out = run(CEI, &["--summary", "--no-scan", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::text(&out));
+    let text = stdout(&out);
+    assert!(text.contains("  link stub only: sm_52\n"), "{text}");
+    assert!(
+        text.contains(
+            "  not read:       fatbin containers outside the fatbin sections (one at offset 0x"
+        ),
+        "{text}"
+    );
+    let v = summary(&["--no-scan"]);
+    assert!(v["files"][0]["unscanned_container"].as_u64().unwrap() > 0);
+    assert!(v["files"][0].get("scanned").is_none());
+}
+
 /// On every file of the corpus, cuBLASLt's 749 MB included, the default
 /// audit finds the device code that --scan (every byte searched) finds.
 #[test]

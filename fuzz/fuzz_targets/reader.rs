@@ -26,5 +26,5 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut report = inspect::FileReport::new(String::new());
     report.size = data.len() as u64;
-    inspect::inspect_bytes(data, inspect::Options { deep: true, scan: true }, &mut report);
+    inspect::inspect_bytes(data, inspect::Options { deep: true, scan: nix_cuda_hooks::devicecode::Scan::Full }, &mut report);
 });

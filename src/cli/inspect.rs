@@ -89,15 +89,17 @@ pub struct Args {
     #[arg(long, requires = "summary")]
     headers_only: bool,
     /// Search every byte of every loaded data section for fatbin containers
-    /// outside the fatbin sections. The audit by default reads every data
-    /// section whose start holds one (cuFFT's thousands in `.ldata`);
-    /// --summary lists what the search finds separately.
+    /// outside the fatbin sections. By default the audit and --summary read
+    /// every data section that holds one at its start or in a 64 KiB window
+    /// sampled every MiB (cuFFT's thousands in `.ldata`, cuRAND 13's 20 MB
+    /// into `.data`); --summary lists those entries separately.
     #[arg(long, conflicts_with_all = ["list_elf", "list_ptx", "no_scan"])]
     scan: bool,
-    /// Audit without reading fatbin containers outside the fatbin sections:
-    /// those found at the start of a data section are reported unread
-    /// (device-code-not-scanned), and no capability is judged on them.
-    #[arg(long, conflicts_with_all = ["list_elf", "list_ptx", "summary"])]
+    /// Do not read fatbin containers outside the fatbin sections: one found
+    /// at the start of a data section is reported unread (the audit's
+    /// device-code-not-scanned, --summary's "not read"), and no capability
+    /// is judged on them.
+    #[arg(long, conflicts_with_all = ["list_elf", "list_ptx"])]
     no_scan: bool,
     /// Print a check's row of the checks table (severity, why, fix, how a
     /// baseline remembers it) and exit; alone, list every check's id.
@@ -205,17 +207,22 @@ fn say_failures(failures: &[Failure]) {
     }
 }
 
+/// How to look for fatbins outside the fatbin sections, the same for the
+/// audit and `--summary`.
+fn scan(args: &Args) -> Scan {
+    match (args.scan, args.no_scan) {
+        (true, _) => Scan::Full,
+        (_, true) => Scan::Probe,
+        _ => Scan::Found,
+    }
+}
+
 /// The audit: the session's result printed in the format asked for
 /// (inside a build, logged too).
 fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
     let env = BuildEnv::from_env()?;
     let log = Logger::from_env("cudaElfInspect").with_stderr_verbosity(args.verbose);
-    let scan = match (args.scan, args.no_scan) {
-        (true, _) => Scan::Full,
-        (_, true) => Scan::Probe,
-        _ => Scan::Found,
-    };
-    let session = Session::new(&args.audit, &args.baseline, scan, &env)?;
+    let session = Session::new(&args.audit, &args.baseline, scan(args), &env)?;
     let given = if args.paths.is_empty() { Vec::new() } else { paths(args)? };
     let paths = session.paths(given, &env, &log)?;
     let prepared = session.prepare(&paths)?;
@@ -335,7 +342,7 @@ fn summary(args: &Args) -> anyhow::Result<ExitStatus> {
     if args.paths.is_empty() {
         bail!("no paths given (try --help)");
     }
-    let options = crate::inspect::Options { deep: !args.headers_only, scan: args.scan };
+    let options = crate::inspect::Options { deep: !args.headers_only, scan: scan(args) };
     let (reports, errors) = crate::inspect::inspect_paths(&paths(args)?, options);
     for e in &errors {
         eprintln!("cuda-elf-inspect: {e}");

@@ -15,17 +15,26 @@ use crate::devicecode::host::{self, Object};
 use crate::devicecode::model::ptx_has_entry;
 use crate::devicecode::model::PtxIsa;
 use crate::devicecode::traverse::{self, Part};
-use crate::devicecode::{DeviceCode, Ptx, Sass};
+use crate::devicecode::{DeviceCode, Ptx, Sass, Scan};
 use crate::fatbin::{codec, cubin, Arch, Codec, Container, Entry, FatbinError, Kind, Region};
 use crate::output::ExitStatus;
 
 /// How much to read.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Options {
     /// Decompress payloads to read cubin headers, kernels and PTX targets.
     pub deep: bool,
-    /// Also scan the whole file for containers outside the fatbin sections.
-    pub scan: bool,
+    /// How to look for containers outside the fatbin sections: the
+    /// audit's rule ([`Scan::Found`] by default, so `--summary` and the
+    /// audit read the same code; [`Scan::Full`] with `--scan`;
+    /// [`Scan::Probe`] with `--no-scan`, which says what it left unread).
+    pub scan: Scan,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { deep: false, scan: Scan::None }
+    }
 }
 
 /// One entry, as reported.
@@ -197,9 +206,15 @@ pub struct FileReport {
     pub sections: Vec<SectionReport>,
     /// Entries in file order (concat bundles as their parts).
     pub entries: Vec<EntryReport>,
-    /// Scan mode: entries of containers found outside the fatbin sections.
+    /// Entries of containers found outside the fatbin sections: every one
+    /// with `--scan`; by default those of the data sections that hold
+    /// containers (absent when there are none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scanned: Option<Vec<EntryReport>>,
+    /// `--no-scan`: the file offset of a container found outside the fatbin
+    /// sections and not read (the file's code is more than `entries`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unscanned_container: Option<u64>,
     /// The summary of `entries` and `scanned`.
     pub summary: Summary,
     /// Damage and read errors, as sentences.
@@ -217,6 +232,7 @@ impl FileReport {
             sections: Vec::new(),
             entries: Vec::new(),
             scanned: None,
+            unscanned_container: None,
             summary: Summary::default(),
             errors: Vec::new(),
         }
@@ -268,18 +284,38 @@ pub fn inspect_bytes_with(
                 Ok(unit) => collect(unit, member, &ctx, report),
                 Err(e) => report.errors.push(traverse::prefixed(member, &e)),
             });
-            if options.scan {
-                let mut scanned = Vec::new();
-                for c in traverse::scan(data, &object, &mut |p| release(p)) {
-                    push_container(&c, None, "scan", &ctx, &mut scanned);
-                }
-                report.scanned = Some(scanned);
-            }
+            outside_sections(data, &object, &ctx, report);
         }
         Err(e) => report.errors.push(e.to_string()),
     }
     let all = report.entries.iter().chain(report.scanned.iter().flatten());
     report.summary = summarise(all, options.deep);
+}
+
+/// Fills `scanned` (or `unscanned_container`) with the containers outside
+/// the fatbin sections, read by the audit's rule for `ctx.options.scan`.
+fn outside_sections(data: &[u8], object: &Object<'_>, ctx: &Ctx<'_>, report: &mut FileReport) {
+    let release = ctx.release;
+    let containers = match ctx.options.scan {
+        Scan::None => return,
+        Scan::Probe => {
+            report.unscanned_container = traverse::probe(data, object);
+            return;
+        }
+        Scan::Found => {
+            let sections = traverse::found_sections(data, object, &|p| release(p));
+            traverse::scan_sections(data, &sections, &mut |p| release(p))
+        }
+        Scan::Full => traverse::scan(data, object, &mut |p| release(p)),
+    };
+    if containers.is_empty() && ctx.options.scan == Scan::Found {
+        return;
+    }
+    let mut scanned = Vec::new();
+    for c in &containers {
+        push_container(c, None, "scan", ctx, &mut scanned);
+    }
+    report.scanned = Some(scanned);
 }
 
 /// What the walk over entries needs besides the entries.

@@ -87,6 +87,12 @@ pub fn write(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
             archs(&sum.ptx)
         )?;
     }
+    if let Some(offset) = r.unscanned_container {
+        writeln!(
+            out,
+            "  not read:       fatbin containers outside the fatbin sections (one at offset {offset:#x}; --no-scan)"
+        )?;
+    }
     for e in &r.errors {
         writeln!(out, "  error: {e}")?;
     }
