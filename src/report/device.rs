@@ -57,6 +57,11 @@ pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> 
                 .map(|c| match (&c.code, c.runs, &c.driver) {
                     // Never "nothing runs" about code not read.
                     (None, _, _) if c.not_read => format!("{}: {NOT_READ}", c.capability),
+                    // Link stubs and entry-less PTX only: nothing is missing
+                    // (no-code-for-capability is not raised either).
+                    (None, _, _) if !d.has_code() => {
+                        format!("{}: no kernels in the file, nothing to run", c.capability)
+                    }
                     (Some(code), Runs::Jit, None) if c.not_read => {
                         format!(
                             "{}: PTX {code} (JIT only in what was read; {NOT_READ})",

@@ -73,6 +73,16 @@ pub fn metrics(report: &Report<FileFacts>) -> Vec<Metric> {
         let count = |keep: &dyn Fn(Cell) -> bool| {
             m.groups.iter().flat_map(|g| &g.rows).filter(|r| keep(r.cells[i].cell)).count()
         };
+        // Files with kernels only: a file of link stubs (cuDNN's
+        // libcudnn_ext) has nothing to run anywhere and lacks nothing, as
+        // no-code-for-capability judges it.
+        let lacking = m
+            .groups
+            .iter()
+            .flat_map(|g| &g.rows)
+            .filter(|r| r.file.device.as_ref().is_some_and(|d| d.has_code()))
+            .filter(|r| matches!(r.cells[i].cell, Cell::LinkStubs | Cell::Nothing))
+            .count();
         let cap = name_part(&column.name);
         push(format!("capability.{cap}.sass"), count(&|c| c == Cell::Sass), "");
         push(
@@ -80,11 +90,7 @@ pub fn metrics(report: &Report<FileFacts>) -> Vec<Metric> {
             count(&|c| matches!(c, Cell::Ptx | Cell::PtxDriverFails)),
             "",
         );
-        push(
-            format!("capability.{cap}.lacking"),
-            count(&|c| matches!(c, Cell::LinkStubs | Cell::Nothing)),
-            "",
-        );
+        push(format!("capability.{cap}.lacking"), lacking, "");
         push(format!("capability.{cap}.driver-fails"), count(&|c| c == Cell::PtxDriverFails), "");
         push(format!("capability.{cap}.not-read"), count(&|c| c == Cell::NotRead), "");
     }
