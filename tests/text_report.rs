@@ -365,4 +365,12 @@ fn explain_prints_a_checks_row_and_lists_every_check() {
     assert!(err.contains("unknown check 'unrequested-archs'"), "{err}");
     assert!(err.contains("did you mean 'unrequested-arch'?"), "{err}");
     assert!(out.stdout.is_empty(), "{}", text(&out));
+    // Capitals name the same check; an empty id is an error, not the list.
+    let out = run(CEI, &["--explain", "UNREQUESTED-ARCH"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(stdout(&out), row);
+    let out = run(CEI, &["--explain", ""]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("empty check id"), "{}", text(&out));
+    assert!(out.stdout.is_empty(), "{}", text(&out));
 }

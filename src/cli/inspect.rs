@@ -103,8 +103,8 @@ pub struct Args {
     no_scan: bool,
     /// Print a check's row of the checks table (severity, why, fix, how a
     /// baseline remembers it) and exit; alone, list every check's id.
-    #[arg(long, value_name = "CHECK", num_args = 0..=1, default_missing_value = "")]
-    explain: Option<String>,
+    #[arg(long, value_name = "CHECK", num_args = 0..=1)]
+    explain: Option<Option<String>>,
     /// Outside a build, log more on stderr: errors and warnings always, -v
     /// notices, -vv infos, up to -vvvvvv. Inside a build NIX_DEBUG decides.
     #[arg(short, long, action = clap::ArgAction::Count)]
@@ -162,7 +162,7 @@ pub fn run(args: Args, prog: &str) -> anyhow::Result<ExitStatus> {
         bail!("--format {} does not apply to {what}: use text or json", args.format.name())
     };
     if let Some(id) = &args.explain {
-        return explain(&args, id);
+        return explain(&args, id.as_deref());
     }
     if args.list_elf || args.list_ptx {
         if args.format != Format::Text {
@@ -180,15 +180,14 @@ pub fn run(args: Args, prog: &str) -> anyhow::Result<ExitStatus> {
 }
 
 /// `--explain [CHECK]`: the checks table, read by a person.
-fn explain(args: &Args, id: &str) -> anyhow::Result<ExitStatus> {
+fn explain(args: &Args, id: Option<&str>) -> anyhow::Result<ExitStatus> {
     if !args.paths.is_empty() {
         bail!("--explain takes one check id and no paths");
     }
     let mut out = io::stdout().lock();
-    if id.is_empty() {
-        report::explain::list(&mut out)?;
-    } else {
-        report::explain::explain(&mut out, id)?;
+    match id {
+        None => report::explain::list(&mut out)?,
+        Some(id) => report::explain::explain(&mut out, id)?,
     }
     out.flush()?;
     Ok(ExitStatus::Ok)

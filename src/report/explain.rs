@@ -18,6 +18,9 @@ pub enum ExplainError {
         /// The closest id, when one is close.
         nearest: Option<&'static str>,
     },
+    /// An empty id (`--explain ''`), which is no check.
+    #[error("--explain was given an empty check id; `--explain` alone lists the checks")]
+    Empty,
 }
 
 fn suggestion(nearest: &Option<&'static str>) -> String {
@@ -36,8 +39,14 @@ pub fn list(out: &mut dyn Write) -> io::Result<()> {
 /// One check's row: id, severity, subject, why, fix, and how a baseline
 /// remembers its findings.
 pub fn explain(out: &mut dyn Write, id: &str) -> Result<(), ExplainError> {
-    let Some(c) = CheckId::from_id(id.trim()) else {
-        return Err(ExplainError::Unknown { id: id.to_string(), nearest: nearest(id.trim()) });
+    // Ids are lower case; one typed in capitals (or copied from a heading)
+    // is still that check.
+    let asked = id.trim().to_ascii_lowercase();
+    if asked.is_empty() {
+        return Err(ExplainError::Empty);
+    }
+    let Some(c) = CheckId::from_id(&asked) else {
+        return Err(ExplainError::Unknown { id: id.to_string(), nearest: nearest(&asked) });
     };
     let remembered = match c.subject_kind() {
         "" => "check and location".to_string(),
