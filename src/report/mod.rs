@@ -138,6 +138,41 @@ pub struct Summary {
     pub baselined: usize,
 }
 
+/// Text order with runs of digits compared as numbers, so that one file's
+/// findings about `sm_50`, `sm_90` and `sm_100` come in that order (as the
+/// text report lists architectures), not `sm_100` first.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (a.first(), b.first()) {
+            (None, None) => return std::cmp::Ordering::Equal,
+            (None, _) => return std::cmp::Ordering::Less,
+            (_, None) => return std::cmp::Ordering::Greater,
+            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
+                let run = |s: &[u8]| s.iter().take_while(|c| c.is_ascii_digit()).count();
+                let (na, nb) = (run(a), run(b));
+                let (da, db) = (&a[..na], &b[..nb]);
+                // Leading zeros aside, a longer run is a larger number.
+                fn trim(d: &[u8]) -> &[u8] {
+                    &d[d.iter().take_while(|&&c| c == b'0').count()..]
+                }
+                let (sa, sb) = (trim(da), trim(db));
+                let order = sa.len().cmp(&sb.len()).then_with(|| sa.cmp(&sb)).then(da.cmp(db));
+                if order.is_ne() {
+                    return order;
+                }
+                (a, b) = (&a[na..], &b[nb..]);
+            }
+            (Some(x), Some(y)) => {
+                if x != y {
+                    return x.cmp(y);
+                }
+                (a, b) = (&a[1..], &b[1..]);
+            }
+        }
+    }
+}
+
 impl<F: Serialize> Report<F> {
     /// Builds a report, sorting findings and counting them.
     pub fn new(
@@ -147,7 +182,9 @@ impl<F: Serialize> Report<F> {
         baselined: usize,
     ) -> Self {
         findings.sort_by(|a, b| {
-            (&a.path, a.check.id(), &a.message).cmp(&(&b.path, b.check.id(), &b.message))
+            (&a.path, a.check.id())
+                .cmp(&(&b.path, b.check.id()))
+                .then_with(|| natural_cmp(&a.message, &b.message))
         });
         let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
         let summary = Summary {
@@ -210,4 +247,22 @@ pub fn json<F: Serialize>(out: &mut dyn Write, report: &Report<F>) -> io::Result
 /// `1 file`, `2 files`: counts in reports read as English.
 pub fn count(n: usize, singular: &str, plural: &str) -> String {
     format!("{n} {}", if n == 1 { singular } else { plural })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::natural_cmp;
+
+    #[test]
+    fn numbers_in_messages_sort_as_numbers() {
+        let mut v =
+            ["not requested: sm_100", "not requested: sm_50", "not requested: sm_90a", "a", ""];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            v,
+            ["", "a", "not requested: sm_50", "not requested: sm_90a", "not requested: sm_100"]
+        );
+        assert!(natural_cmp("x007", "x7").is_lt() && natural_cmp("x7", "x007").is_gt());
+        assert!(natural_cmp("10.0", "9.9").is_gt() && natural_cmp("abc", "abd").is_lt());
+    }
 }
