@@ -157,7 +157,7 @@ pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
                     &d[d.iter().take_while(|&&c| c == b'0').count()..]
                 }
                 let (sa, sb) = (trim(da), trim(db));
-                let order = sa.len().cmp(&sb.len()).then_with(|| sa.cmp(&sb)).then(da.cmp(db));
+                let order = sa.len().cmp(&sb.len()).then_with(|| sa.cmp(sb)).then(da.cmp(db));
                 if order.is_ne() {
                     return order;
                 }
