@@ -310,6 +310,31 @@ fn jetson_code_is_a_warning_where_the_build_or_its_request_is_at_fault() {
     assert_eq!(severity(&[], &["--cuda-capabilities", "8.7"], &paths), "warning");
 }
 
+/// A request Nixpkgs' backendStdenv refuses (a Jetson capability for an
+/// x86_64 build; a pre-Thor Jetson capability together with another) is one
+/// warning per file, not one per architecture the file carries (13 for
+/// cuRAND before), and it is said even where the code holds nothing
+/// Jetson-specific (cuRAND for aarch64 SBSA got no finding before).
+#[test]
+fn a_jetson_request_nixpkgs_refuses_is_one_warning_per_file() {
+    let x86 = corpus_file("curand12", "libcurand.so.10");
+    let arm = corpus_file("curand12-aarch64", "libcurand.so.10");
+    let v = json(&["--cuda-capabilities", "8.7"], std::slice::from_ref(&x86));
+    let found = jetson_findings(&v);
+    let warnings: Vec<_> = found.iter().filter(|f| f["severity"] == "warning").collect();
+    assert_eq!(warnings.len(), 1, "{found:?}");
+    assert_eq!(warnings[0]["details"]["arch"], "sm_87");
+    assert!(warnings[0]["message"].as_str().unwrap().contains("requested for a build for x86_64"));
+    // What NVIDIA put there besides (sm_101, Thor) stays an info.
+    assert!(found.iter().all(|f| f["severity"] == "warning" || f["severity"] == "info"));
+    assert!(found.iter().any(|f| f["severity"] == "info" && f["details"]["arch"] == "sm_101"));
+    let v = json(&["--cuda-capabilities", "8.0;8.7", "--cuda-version", "12.8"], &[arm]);
+    let found = jetson_findings(&v);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["severity"], "warning");
+    assert!(found[0]["message"].as_str().unwrap().contains("requested together with 8.0"));
+}
+
 /// The checks table of docs/cuda-elf-inspect.md: `(id, severity)` per row.
 fn documented_checks() -> Vec<(String, String)> {
     let manual = std::fs::read_to_string(common::root().join("docs/cuda-elf-inspect.md")).unwrap();

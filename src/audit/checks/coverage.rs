@@ -192,10 +192,13 @@ fn unrequested(
 /// a Jetson one, as Nixpkgs' `isJetsonBuild`) has no use for SASS of SBSA or
 /// desktop capabilities.
 ///
-/// A warning only where someone can act on it: the request itself is a
-/// configuration error ([`request_error`]), or the file is the build's own
-/// ([`Policy::own_outputs`]). Otherwise (NVIDIA's x86_64 libraries carry
-/// sm_72, sm_87 and sm_101) an info.
+/// A warning only where someone can act on it. A request that is a
+/// configuration error ([`request_error`]) is said once per file with device
+/// code, whatever the code holds (Nixpkgs refuses such a request: the fix
+/// is the request, not each architecture); the code it asked for is not
+/// reported again. Code with a wrong target is a warning in the build's own
+/// files ([`Policy::own_outputs`]) and an info elsewhere (NVIDIA's x86_64
+/// libraries carry sm_72, sm_87 and sm_101).
 pub fn jetson(
     path: &Path,
     dev: &DeviceCode,
@@ -203,45 +206,60 @@ pub fn jetson(
     policy: &Policy,
     out: &mut Vec<Finding>,
 ) {
-    let name = |c: &crate::cuda::capabilities::Code| {
-        let prefix = if c.kind == CodeKind::Sass { "sm" } else { "compute" };
-        format!("{prefix}_{}{}", c.target.sm(), c.target.variant.suffix())
-    };
     let mut codes = dev.codes();
     codes.sort_by_key(|c| (c.target, c.kind == CodeKind::Ptx));
     codes.dedup();
+    let requested: &[Capability] = policy.requested.as_ref().map_or(&[], |r| &r.capabilities);
     let config = policy.requested.as_ref().and_then(|r| request_error(r, d));
+    if let Some((why, first)) = &config {
+        if !dev.is_empty() {
+            out.push(
+                Finding::new(
+                    CheckId::JetsonCapabilityMismatch,
+                    path,
+                    format!("{why} (Nixpkgs refuses this request: fix cudaCapabilities)"),
+                )
+                .about(Subject::Arch(format!(
+                    "sm_{}{}",
+                    first.sm(),
+                    first.variant.suffix()
+                ))),
+            );
+        }
+    }
     let own = policy.own_outputs.iter().any(|o| path.starts_with(o));
-    let finding = |message: String, c: &crate::cuda::capabilities::Code| {
+    let finding = |message: String, c: &Code| {
         let mut f = Finding::new(CheckId::JetsonCapabilityMismatch, path, message)
-            .about(Subject::Arch(name(c)));
-        match (&config, own) {
-            (Some(why), _) => f.message.push_str(&format!(" ({why})")),
-            (None, true) => f.message.push_str(" (built by this derivation)"),
-            (None, false) => f.severity = Severity::Info,
+            .about(Subject::Arch(code_name(c)));
+        if own {
+            f.message.push_str(" (built by this derivation)");
+        } else {
+            f.severity = Severity::Info;
         }
         f
     };
     if let Some(d) = d.filter(|d| d.machine != EM_AARCH64) {
         let target = d.target();
-        for c in codes.iter().filter(|c| is_jetson(c.target) == Some(true)) {
+        let asked = |c: &Code| config.is_some() && requested.contains(&c.target);
+        for c in codes.iter().filter(|c| is_jetson(c.target) == Some(true) && !asked(c)) {
             out.push(finding(
                 format!(
                     "device code for the Jetson capability {} ({}) in a file for {}: Jetson boards are aarch64",
                     c.target,
-                    name(c),
+                    code_name(c),
                     target.describe()
                 ),
                 c,
             ));
         }
     }
-    let Some(req) = &policy.requested else { return };
-    if req.capabilities.is_empty() || !req.capabilities.iter().all(|c| is_jetson(*c) == Some(true))
+    if config.is_some()
+        || requested.is_empty()
+        || !requested.iter().all(|c| is_jetson(*c) == Some(true))
     {
         return;
     }
-    let wanted: Vec<String> = req.capabilities.iter().map(|c| c.to_string()).collect();
+    let wanted: Vec<String> = requested.iter().map(|c| c.to_string()).collect();
     for c in codes.iter().filter(|c| c.kind == CodeKind::Sass && is_jetson(c.target) == Some(false))
     {
         out.push(finding(
@@ -249,11 +267,17 @@ pub fn jetson(
                 "a Jetson build (capabilities {}) with SASS for the SBSA/desktop capability {} ({})",
                 wanted.join(", "),
                 c.target,
-                name(c)
+                code_name(c)
             ),
             c,
         ));
     }
+}
+
+/// `sm_87` / `compute_87`: a code's name in findings.
+fn code_name(c: &Code) -> String {
+    let prefix = if c.kind == CodeKind::Sass { "sm" } else { "compute" };
+    format!("{prefix}_{}{}", c.target.sm(), c.target.variant.suffix())
 }
 
 /// `e_machine` of aarch64, the only machine Jetson boards are.
@@ -270,25 +294,27 @@ fn is_jetson(c: Capability) -> Option<bool> {
 /// as Nixpkgs refuses them: a Jetson capability for a file that is not for
 /// aarch64, or Jetson and non-Jetson capabilities together (`a`/`f` ones
 /// left out of that test).
-fn request_error(req: &Request, d: Option<&DynamicFacts>) -> Option<String> {
-    let jetson: Vec<String> = req
-        .capabilities
-        .iter()
-        .filter(|c| is_jetson(**c) == Some(true))
-        .map(|c| c.to_string())
-        .collect();
-    let first = jetson.first()?;
+///
+/// Returns the sentence and the first Jetson capability requested.
+fn request_error(req: &Request, d: Option<&DynamicFacts>) -> Option<(String, Capability)> {
+    let first = *req.capabilities.iter().find(|c| is_jetson(**c) == Some(true))?;
     if let Some(d) = d.filter(|d| d.machine != EM_AARCH64) {
-        return Some(format!(
-            "a configuration error: the Jetson capability {first} was requested for a build for {}",
-            d.target().describe()
+        return Some((
+            format!(
+                "a configuration error: the Jetson capability {first} was requested for a build for {}",
+                d.target().describe()
+            ),
+            first,
         ));
     }
     let other = req
         .capabilities
         .iter()
         .find(|c| c.variant == Variant::Base && is_jetson(**c) == Some(false))?;
-    Some(format!(
-        "a configuration error: the Jetson capability {first} was requested together with {other}, which is not one"
+    Some((
+        format!(
+            "a configuration error: the Jetson capability {first} was requested together with {other}, which is not one"
+        ),
+        first,
     ))
 }
