@@ -361,19 +361,26 @@ pub enum Runs {
 
 /// Whether `code` runs on a device of capability `device` (its suffix is ignored).
 ///
-/// - SASS, plain or `f`: same major, device minor >= code minor ("a cubin
+/// - SASS plain: same major, device minor >= code minor ("a cubin
 ///   generated for compute capability X.y will only execute on devices of
-///   compute capability X.z where z >= y"; family code runs within its family).
+///   compute capability X.z where z >= y").
+/// - SASS or PTX `f`: within its family: the same, and a Jetson capability's
+///   family holds only Jetson devices and the others' none (`sm_100f` runs
+///   on 10.0 and 10.3, not on 10.1, Thor before CUDA 13, whose family is
+///   `sm_101f`).
 /// - SASS `a`: exactly that capability.
 /// - PTX plain: any device of equal or higher capability (JIT).
-/// - PTX `a`: exactly that capability; PTX `f`: same major, minor >= (JIT).
+/// - PTX `a`: exactly that capability.
 pub fn runs_on(code: Code, device: Capability) -> Runs {
     let t = code.target;
-    let same_family = t.major == device.major && t.minor <= device.minor;
+    let same_major = t.major == device.major && t.minor <= device.minor;
+    let jetson = |c: Capability| info(c.device()).map(|i| i.jetson);
+    let same_family = same_major && jetson(t) == jetson(device);
     let exact = t.major == device.major && t.minor == device.minor;
     let ok = match (code.kind, t.variant) {
         (_, Variant::Arch) => exact,
-        (CodeKind::Sass, _) | (CodeKind::Ptx, Variant::Family) => same_family,
+        (CodeKind::Sass, Variant::Base) => same_major,
+        (_, Variant::Family) => same_family,
         (CodeKind::Ptx, Variant::Base) => (t.major, t.minor) <= (device.major, device.minor),
     };
     match (ok, code.kind) {
@@ -529,6 +536,12 @@ mod tests {
         assert_eq!(runs_on(sass("10.0f"), cap("12.0")), Runs::No);
         assert_eq!(runs_on(ptx("10.0f"), cap("10.3")), Runs::Jit);
         assert_eq!(runs_on(ptx("10.0f"), cap("11.0")), Runs::No);
+        // Thor (10.1 before CUDA 13, a Jetson) is its own family.
+        assert_eq!(runs_on(sass("10.0f"), cap("10.1")), Runs::No);
+        assert_eq!(runs_on(ptx("10.0f"), cap("10.1")), Runs::No);
+        assert_eq!(runs_on(sass("10.1f"), cap("10.1")), Runs::Native);
+        assert_eq!(runs_on(sass("10.1f"), cap("10.3")), Runs::No);
+        assert_eq!(runs_on(sass("12.0f"), cap("12.1")), Runs::Native);
     }
 
     #[test]
