@@ -99,7 +99,7 @@ impl Cell {
         match self {
             Cell::Sass => "SASS: machine code for this capability runs natively",
             Cell::Ptx => "PTX only: the driver JIT-compiles it (slow first start; runs on the given driver, or no driver was given)",
-            Cell::PtxDriverFails | Cell::SassDriverFails => "the given driver cannot run this code, SASS or PTX: the file's CUDA runtime is too new for it, or its PTX's ISA too new to JIT-compile, or whether it can was not decided (the cell's title says which)",
+            Cell::PtxDriverFails | Cell::SassDriverFails => "the given driver cannot run this code, SASS or PTX: its CUDA runtime or its PTX's ISA is too new, or it was not decided (the cell's title says which)",
             Cell::LinkStubs => "link stubs only: cubins without kernels target it, nothing runs",
             Cell::NotRead => "not read: the file holds device code outside its fatbin sections, left unread by --no-scan (the default reads it)",
             Cell::Nothing => "nothing runs: no SASS or PTX covers this capability",
