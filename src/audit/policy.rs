@@ -49,6 +49,21 @@ pub struct Checks {
     pub build_top: Option<String>,
     /// Inside a build: its outputs' base names.
     pub outputs: Vec<String>,
+    /// The capability list as written and where it was read
+    /// (`--cuda-capabilities`, `$cudaCapabilities`, ...), for reports.
+    pub capabilities_from: Option<(String, String)>,
+}
+
+/// What the audit was asked to check against, as a report names it: the
+/// requested capabilities and where they came from (a Nix build passes
+/// them in `$cudaCapabilities`, not on the command line), and the driver.
+#[derive(Debug, Clone, Default)]
+pub struct Asked {
+    /// The list as written and its source (`--cuda-capabilities`,
+    /// `$cudaCapabilities`, `$CUDAARCHS`, `$TORCH_CUDA_ARCH_LIST`).
+    pub capabilities: Option<(String, String)>,
+    /// `--driver-version` / `--driver-cuda`.
+    pub driver: Option<Driver>,
 }
 
 impl Checks {
@@ -137,10 +152,12 @@ pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> 
         env.attr(name).map(|v| v.to_string_lossy().into_owned()).filter(|v| !v.trim().is_empty())
     };
     // A blank flag means "no capability checks", not "look further".
-    let list = match &flags.cuda_capabilities {
-        Some(l) => Some(l.clone()).filter(|l| !l.trim().is_empty()),
-        None => CAPABILITY_VARIABLES.iter().find_map(|v| text(v)),
+    let capabilities_from = match &flags.cuda_capabilities {
+        Some(l) => Some((l.clone(), "--cuda-capabilities".to_string()))
+            .filter(|(l, _)| !l.trim().is_empty()),
+        None => CAPABILITY_VARIABLES.iter().find_map(|v| text(v).map(|l| (l, format!("${v}")))),
     };
+    let list = capabilities_from.as_ref().map(|(l, _)| l.clone());
     let cuda = match &flags.cuda_version {
         Some(v) => Some(CudaVersion::parse(v).ok_or_else(|| PolicyError::CudaVersion(v.clone()))?),
         None => None,
@@ -192,6 +209,7 @@ pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> 
             .iter()
             .filter_map(|o| o.path.file_name().map(|n| n.to_string_lossy().into_owned()))
             .collect(),
+        capabilities_from,
     })
 }
 

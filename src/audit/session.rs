@@ -104,6 +104,14 @@ impl Session {
         })
     }
 
+    /// What the audit checks against, as reports name it.
+    pub fn asked(&self) -> super::policy::Asked {
+        super::policy::Asked {
+            capabilities: self.checks.capabilities_from.clone(),
+            driver: self.checks.driver,
+        }
+    }
+
     /// The paths to audit: `given` (from the command line), or with none
     /// the build's outputs, those that do not exist skipped with a warning.
     pub fn paths(

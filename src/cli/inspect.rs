@@ -222,6 +222,7 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
     let env = BuildEnv::from_env()?;
     let log = Logger::from_env("cudaElfInspect").with_stderr_verbosity(args.verbose);
     let session = Session::new(&args.audit, &args.baseline, scan(args), &env)?;
+    let asked = session.asked();
     let given = if args.paths.is_empty() { Vec::new() } else { paths(args)? };
     let paths = session.paths(given, &env, &log)?;
     let prepared = session.prepare(&paths)?;
@@ -246,6 +247,7 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
     let others = report::other_references(&audit.references, &objects);
     let mut report = Report::new(audit.files, audit.findings, audit.failures, baselined);
     report.references = others;
+    report.asked = asked;
     if log.in_build() {
         report::buildlog::write(&log, &report);
     }

@@ -4,7 +4,10 @@
 //! grouped by store path, a letter and a colour per cell, a legend), the
 //! findings grouped by check with the check table's why and fix once,
 //! filters by severity and check (the script; without it the page shows
-//! everything), the failures, and the arguments and version that made it.
+//! everything; a URL fragment `#show=error,warning&check=ID` sets them, so
+//! a filtered view can be linked), the failures, and the arguments, the
+//! requested capabilities (and where they came from), the driver and the
+//! version that made it.
 //!
 //! Every string from the input (file names, messages) goes through
 //! [`sanitize`] (control characters replaced) and [`escape`] (markup
@@ -17,7 +20,7 @@ use std::io::{self, Write};
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-use super::matrix::{self, Cell, Entry, Matrix};
+use super::matrix::{self, Cell, Column, Entry, Matrix};
 use super::{Report, TOOL};
 use crate::audit::finding::{CheckId, Finding, Severity};
 use crate::audit::FileFacts;
@@ -49,8 +52,11 @@ table.matrix thead th{background:#fff;border-bottom:2px solid #444}\
 table.matrix td{text-align:center;font-weight:bold;border:1px solid #fff;min-width:2.2em}\
 tr.group th{background:#eee;padding-top:6px;border-top:1px solid #999}\
 .file{font-weight:normal;padding-left:1.5em}.req{text-decoration:underline}\
-.sass{background:#b9e4bb}.ptx{background:#ffe9a6}.ptx-driver-fails{background:#ffb38a}\
+.sass{background:#b9e4bb}.ptx{background:#ffe9a6}.driver-fails{background:#ffb38a}\
 .link-stubs{background:#d9c6ec}.not-read{background:#d5d5d5}.nothing{background:#f4a6a6}\
+td.unrequested{font-weight:normal;color:#666}.unrequested.sass{background:#e6f4e7}.unrequested.ptx{background:#fff6da}\
+.unrequested.driver-fails{background:#ffe4d3}.unrequested.link-stubs{background:#efe7f6}\
+.unrequested.not-read{background:#eee}.unrequested.nothing{background:#f7e9e9}\
 .legend{margin-bottom:1em}.legend td:first-child{text-align:center;font-weight:bold;width:2em}\
 section.check{border-left:4px solid #999;padding-left:1em;margin:1em 0}\
 section.check.error{border-color:#c62828}section.check.warning{border-color:#ef6c00}\
@@ -62,11 +68,27 @@ table.matrix.head{position:sticky;top:0;z-index:1}section.group,section.check{co
 
 /// Shows the filters and applies them: severities (checkboxes) and one
 /// check (a list), as classes and an attribute on the findings list that
-/// the style rules act on; nothing is removed.
+/// the style rules act on (no walk over rows); then a walk over the
+/// sections (one per check, a few dozen at most) hides those with nothing
+/// shown and makes each heading count what it shows, from the section's
+/// per-severity counts. The URL fragment (`#show=error,warning&check=ID`)
+/// sets the filters on load and follows them.
 const SCRIPT: &str = "(function(){var f=document.getElementById('filters'),l=document.getElementById('findings-list');\
-if(!f||!l)return;f.hidden=false;f.addEventListener('change',function(){\
-f.querySelectorAll('input[name=sev]').forEach(function(i){l.classList.toggle('hide-'+i.value,!i.checked);});\
-var c=f.querySelector('select').value;if(c)l.dataset.only=c;else delete l.dataset.only;});})();";
+if(!f||!l)return;f.hidden=false;var b=f.querySelectorAll('input[name=sev]'),q=f.querySelector('select'),\
+ss=l.querySelectorAll('section[data-check]'),none=document.getElementById('none-shown');\
+function apply(){var on={},c=q.value,any=false;b.forEach(function(i){on[i.value]=i.checked;l.classList.toggle('hide-'+i.value,!i.checked);});\
+if(c)l.dataset.only=c;else delete l.dataset.only;\
+ss.forEach(function(s){var n=0,t=0;['error','warning','info'].forEach(function(v){var k=+(s.dataset[v]||0);t+=k;if(on[v])n+=k;});\
+s.hidden=n===0;if(n&&(!c||s.dataset.check===c))any=true;\
+s.querySelector('.count').textContent=(n===t?'':n+' of ')+t+(t===1?' finding':' findings');});\
+if(none)none.hidden=any;}\
+function fromHash(){var p={};location.hash.slice(1).split('&').forEach(function(kv){var i=kv.indexOf('=');\
+if(i>0)p[kv.slice(0,i)]=decodeURIComponent(kv.slice(i+1));});\
+if('show' in p){var w=p.show.split(',');b.forEach(function(i){i.checked=w.indexOf(i.value)>=0;});}\
+if('check' in p)q.value=p.check;apply();}\
+f.addEventListener('change',function(){apply();var w=[];b.forEach(function(i){if(i.checked)w.push(i.value);});\
+try{history.replaceState(null,'','#show='+w.join(',')+(q.value?'&check='+encodeURIComponent(q.value):''));}catch(e){}});\
+window.addEventListener('hashchange',fromHash);fromHash();})();";
 
 fn severity_name(s: Severity) -> &'static str {
     match s {
@@ -80,28 +102,32 @@ fn severity_name(s: Severity) -> &'static str {
 pub fn write(out: &mut dyn Write, report: &Report<FileFacts>, args: &[String]) -> io::Result<()> {
     let mut out = io::BufWriter::with_capacity(1 << 16, out);
     head(&mut out, report, args)?;
-    let m = matrix::build(&report.files);
-    legend(&mut out)?;
-    matrix_table(&mut out, &m)?;
-    findings(&mut out, &report.findings)?;
+    // What could not be examined comes first: nothing below speaks for it.
     failures(&mut out, report)?;
+    let m = matrix::build_for(&report.files, report.asked.driver.as_ref());
+    coverage(&mut out, report, &m)?;
+    findings(&mut out, &report.findings, report.summary.failures)?;
     writeln!(out, "<script>{SCRIPT}</script>\n</body>\n</html>")?;
     out.flush()
 }
 
-/// The command line shown: arguments with blanks or quotes in single quotes.
+/// The command line shown, each argument quoted as a POSIX shell needs it
+/// to read it back: as is when made only of characters no shell treats
+/// specially, else in single quotes (a `'` inside as `'\\''`).
 fn command_line(args: &[String]) -> String {
-    args.iter()
-        .map(|a| {
-            if !a.is_empty() && a.bytes().all(|b| b.is_ascii_graphic() && !b"'\"\\$`".contains(&b))
-            {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    args.iter().enumerate().map(|(i, a)| shell_quote(a, i == 0)).collect::<Vec<_>>().join(" ")
+}
+
+/// `a` as one shell word; `first`: the command's name, where `=` would make
+/// an assignment.
+fn shell_quote(a: &str, first: bool) -> String {
+    let plain =
+        |b: u8| b.is_ascii_alphanumeric() || b"-_./:,+@%^".contains(&b) || (b == b'=' && !first);
+    if !a.is_empty() && a.bytes().all(plain) {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
 }
 
 fn head(out: &mut dyn Write, report: &Report<FileFacts>, args: &[String]) -> io::Result<()> {
@@ -124,6 +150,7 @@ fn head(out: &mut dyn Write, report: &Report<FileFacts>, args: &[String]) -> io:
         super::count(args.len().saturating_sub(1), "argument", "arguments"),
         escape(&command_line(args))
     )?;
+    asked(out, &report.asked)?;
     writeln!(
         out,
         "<p id=\"summary\">{}: {}, {}, {}; {}{}</p>",
@@ -136,10 +163,72 @@ fn head(out: &mut dyn Write, report: &Report<FileFacts>, args: &[String]) -> io:
     )
 }
 
-fn legend(out: &mut dyn Write) -> io::Result<()> {
+/// The requested capabilities and where they came from, and the driver.
+fn asked(out: &mut dyn Write, asked: &crate::audit::policy::Asked) -> io::Result<()> {
+    match &asked.capabilities {
+        Some((list, from)) => writeln!(
+            out,
+            "<p id=\"requested\">Requested capabilities: <code>{}</code> (from {})</p>",
+            escape(list),
+            escape(from)
+        )?,
+        None => writeln!(
+            out,
+            "<p id=\"requested\">No capability was requested (neither --cuda-capabilities nor $cudaCapabilities, $CUDAARCHS, $TORCH_CUDA_ARCH_LIST): nothing is checked against a list.</p>"
+        )?,
+    }
+    if let Some(d) = &asked.driver {
+        let name = match d.version {
+            Some(v) => format!("driver {v} (CUDA {})", d.cuda),
+            None => format!("a CUDA {} driver", d.cuda),
+        };
+        writeln!(
+            out,
+            "<p id=\"driver\">Judged on {name}: <code>D</code> cells are code it cannot run.</p>"
+        )?;
+    }
+    Ok(())
+}
+
+/// The coverage part: the matrix and its legend, or why there is none.
+fn coverage(out: &mut dyn Write, report: &Report<FileFacts>, m: &Matrix<'_>) -> io::Result<()> {
     writeln!(out, "<h2 id=\"coverage\">Coverage</h2>")?;
+    if report.files.is_empty() {
+        let failed = report.summary.failures;
+        return writeln!(
+            out,
+            "<p id=\"no-files\">No file was examined: {}</p>",
+            if failed > 0 {
+                format!(
+                    "{} (above).",
+                    super::count(failed, "path could not be read", "paths could not be read")
+                )
+            } else {
+                "the paths given hold no ELF file, archive, fatbin or cubin.".to_string()
+            }
+        );
+    }
+    if m.groups.is_empty() {
+        writeln!(out, "<p id=\"no-device-code\">No file has device code.</p>")?;
+    } else {
+        legend(out, m)?;
+        matrix_table(out, m)?;
+    }
+    if m.without_device_code > 0 {
+        writeln!(
+            out,
+            "<p>{} without device code (not in the matrix).</p>",
+            super::count(m.without_device_code, "file", "files")
+        )?;
+    }
+    Ok(())
+}
+
+/// The legend of the matrix shown: its letters, and the column marks that
+/// occur (`*` requested, pale cells of capabilities nobody requested).
+fn legend(out: &mut dyn Write, m: &Matrix<'_>) -> io::Result<()> {
     writeln!(out, "<table class=\"legend\"><caption>Legend</caption><tbody>")?;
-    for c in Cell::ALL {
+    for c in Cell::LEGEND {
         writeln!(
             out,
             "<tr><td class=\"{}\">{}</td><td>{}</td></tr>",
@@ -148,21 +237,33 @@ fn legend(out: &mut dyn Write) -> io::Result<()> {
             escape(c.meaning())
         )?;
     }
-    writeln!(
-        out,
-        "<tr><td class=\"req\">9.0*</td><td>a requested capability (the others are present in some file)</td></tr>\n</tbody></table>"
-    )
+    if let Some(c) = m.columns.iter().find(|c| c.requested) {
+        writeln!(
+            out,
+            "<tr><td class=\"req\">{}*</td><td>a requested capability</td></tr>",
+            escape(&c.name)
+        )?;
+    }
+    if m.columns.iter().any(|c| !c.requested) {
+        writeln!(
+            out,
+            "<tr><td class=\"nothing unrequested\">N</td><td>a pale cell: a capability nobody requested (a column without *), present in some file; the same letters, shown for information</td></tr>"
+        )?;
+    }
+    writeln!(out, "</tbody></table>")
 }
 
-fn cell_title(column: &str, e: &Entry) -> String {
+/// The cell's title (a column nobody requested says so by its header and
+/// its pale cells, not in 190,000 titles at 10,000 files).
+fn cell_title(column: &Column, e: &Entry) -> String {
     let what = match e.cell {
-        Cell::Sass => "SASS",
+        Cell::Sass | Cell::SassDriverFails => "SASS",
         Cell::Ptx | Cell::PtxDriverFails => "PTX, JIT",
         Cell::LinkStubs => "link stubs only",
         Cell::NotRead => "device code not read",
         Cell::Nothing => "nothing runs",
     };
-    let mut t = format!("{column}: {what}");
+    let mut t = format!("{}: {what}", column.name);
     if let Some(code) = &e.code {
         t.push(' ');
         t.push_str(code);
@@ -178,9 +279,7 @@ fn cell_title(column: &str, e: &Entry) -> String {
 /// one fixed layout (so columns line up without measuring every cell), each
 /// group in a section the browser may skip rendering while off screen.
 fn matrix_table(out: &mut dyn Write, m: &Matrix<'_>) -> io::Result<()> {
-    if m.groups.is_empty() {
-        writeln!(out, "<p>No file has device code.</p>")?;
-    } else {
+    {
         // A section skipped off screen clips to its box: as wide as its table.
         let width = 24.0 + 3.5 * m.columns.len() as f64;
         writeln!(out, "<style>table.matrix,section.group{{width:{width}em}}</style>")?;
@@ -199,13 +298,6 @@ fn matrix_table(out: &mut dyn Write, m: &Matrix<'_>) -> io::Result<()> {
             group_table(out, m, g, &cols)?;
         }
         writeln!(out, "</div>")?;
-    }
-    if m.without_device_code > 0 {
-        writeln!(
-            out,
-            "<p>{} without device code (not in the matrix).</p>",
-            super::count(m.without_device_code, "file", "files")
-        )?;
     }
     Ok(())
 }
@@ -235,9 +327,10 @@ fn group_table(
         for (c, e) in m.columns.iter().zip(&row.cells) {
             write!(
                 out,
-                "<td class=\"{}\" title=\"{}\">{}</td>",
+                "<td class=\"{}{}\" title=\"{}\">{}</td>",
                 e.cell.class(),
-                escape(&cell_title(&c.name, e)),
+                if c.requested { "" } else { " unrequested" },
+                escape(&cell_title(c, e)),
                 e.cell.letter()
             )?;
         }
@@ -249,10 +342,18 @@ fn group_table(
 /// The findings, per check: a row per file and severity, its messages one
 /// per line. The filters set classes on the list; style rules (one per
 /// check) hide what is filtered out, so filtering costs no walk over rows.
-fn findings(out: &mut dyn Write, findings: &[Finding]) -> io::Result<()> {
+fn findings(out: &mut dyn Write, findings: &[Finding], failed: usize) -> io::Result<()> {
     writeln!(out, "<h2 id=\"findings\">Findings</h2>")?;
     if findings.is_empty() {
-        return writeln!(out, "<p>No findings.</p>");
+        return if failed > 0 {
+            writeln!(
+                out,
+                "<p id=\"no-findings\">No findings in the files examined; {} (above), so this is no clean bill.</p>",
+                super::count(failed, "path was not examined", "paths were not examined")
+            )
+        } else {
+            writeln!(out, "<p id=\"no-findings\">No findings.</p>")
+        };
     }
     let mut checks: Vec<CheckId> = findings.iter().map(|f| f.check).collect();
     checks.sort_unstable_by_key(|c| (std::cmp::Reverse(c.severity()), c.id()));
@@ -276,7 +377,10 @@ fn findings(out: &mut dyn Write, findings: &[Finding]) -> io::Result<()> {
     for c in &checks {
         write!(out, "<option value=\"{0}\">{0}</option>", c.id())?;
     }
-    writeln!(out, "</select></form>\n<div id=\"findings-list\">")?;
+    writeln!(
+        out,
+        "</select></form>\n<p id=\"none-shown\" hidden>No finding matches the filters.</p>\n<div id=\"findings-list\">"
+    )?;
     for c in &checks {
         check_section(out, *c, findings)?;
     }
@@ -286,10 +390,16 @@ fn findings(out: &mut dyn Write, findings: &[Finding]) -> io::Result<()> {
 fn check_section(out: &mut dyn Write, c: CheckId, findings: &[Finding]) -> io::Result<()> {
     let mine: Vec<&Finding> = findings.iter().filter(|f| f.check == c).collect();
     let worst = mine.iter().map(|f| f.severity).max().unwrap_or(c.severity());
+    // Per-severity counts: the filter script hides a section with nothing
+    // shown and counts what is, without walking the rows.
+    let n = |s: Severity| mine.iter().filter(|f| f.severity == s).count();
     writeln!(
         out,
-        "<section class=\"check {}\" id=\"check-{id}\" data-check=\"{id}\"><h3>{id} <small>({})</small></h3>",
+        "<section class=\"check {}\" id=\"check-{id}\" data-check=\"{id}\" data-error=\"{}\" data-warning=\"{}\" data-info=\"{}\"><h3>{id} <small>(<span class=\"count\">{}</span>)</small></h3>",
         severity_name(worst),
+        n(Severity::Error),
+        n(Severity::Warning),
+        n(Severity::Info),
         super::count(mine.len(), "finding", "findings"),
         id = c.id()
     )?;
@@ -340,6 +450,11 @@ mod tests {
     fn markup_and_controls_are_escaped() {
         assert_eq!(escape("<script>a'b\"&\n"), "&lt;script&gt;a&#39;b&quot;&amp;\u{fffd}");
         assert_eq!(command_line(&["x".into(), "a b".into(), "it's".into()]), "x 'a b' 'it'\\''s'");
+        let args = ["a=b", "--cuda-capabilities", "8.0;9.0", "k=v", "$x", "", "~"];
+        assert_eq!(
+            command_line(&args.map(String::from)),
+            "'a=b' --cuda-capabilities '8.0;9.0' k=v '$x' '' '~'"
+        );
     }
 
     #[test]
@@ -349,6 +464,7 @@ mod tests {
         write(&mut out, &report, &["cuda-elf-inspect".into()]).unwrap();
         let page = String::from_utf8(out).unwrap();
         assert!(page.starts_with("<!DOCTYPE html>") && page.trim_end().ends_with("</html>"));
-        assert!(page.contains("No file has device code.") && page.contains("No findings."));
+        assert!(page.contains("No file was examined") && page.contains("No findings."));
+        assert!(!page.contains("Legend"), "a legend without a matrix");
     }
 }

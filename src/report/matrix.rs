@@ -6,7 +6,11 @@
 //! - a requested capability's cell is the file's `coverage` entry (the
 //!   audit's own verdict, with the driver's when one was given);
 //! - any other capability some file carries code for gets a column too,
-//!   its cells decided by the same rule ([`covering`]) on the same code;
+//!   its cells decided by the same rules on the same code: [`covering`]
+//!   for the code, and with a driver given the audit's driver verdict
+//!   ([`crate::audit::checks::verdict`]) on that code and the file's runtime;
+//! - a cell whose code the given driver cannot run (its CUDA runtime, or
+//!   its PTX's ISA, too new; or not decided) is never `S` or `P`: it is `D`;
 //! - where nothing runs, the cell says why: only link stubs target it, the
 //!   file holds device code the audit did not read (never "nothing" about
 //!   code not read), or nothing at all.
@@ -14,8 +18,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::audit::{Coverage, FileFacts};
+use crate::audit::{checks, Coverage, DriverVerdict, FileFacts};
 use crate::cuda::capabilities::{covering, Capability, Runs};
+use crate::cuda::driver::{Driver, NotRunning, PtxVerdict, RuntimeVerdict};
 use crate::devicecode::model::capability;
 use crate::devicecode::DeviceCode;
 
@@ -27,8 +32,12 @@ pub enum Cell {
     Sass,
     /// Only PTX, JIT-compiled by the driver (runs, or no driver given).
     Ptx,
-    /// Only PTX, and the given driver cannot run it (too new PTX or runtime).
+    /// Only PTX, and the given driver cannot run it (too new PTX or runtime,
+    /// or not decided).
     PtxDriverFails,
+    /// SASS, and the given driver cannot run it (too new runtime, or not
+    /// decided).
+    SassDriverFails,
     /// Only link stubs (cubins without kernels) target it: nothing runs.
     LinkStubs,
     /// Device code outside the fatbin sections was not read (`--no-scan`):
@@ -40,7 +49,19 @@ pub enum Cell {
 
 impl Cell {
     /// Every kind, in legend order.
-    pub const ALL: [Cell; 6] = [
+    pub const ALL: [Cell; 7] = [
+        Cell::Sass,
+        Cell::Ptx,
+        Cell::SassDriverFails,
+        Cell::PtxDriverFails,
+        Cell::LinkStubs,
+        Cell::NotRead,
+        Cell::Nothing,
+    ];
+
+    /// One per letter, in legend order (`D` is one row: SASS or PTX the
+    /// driver cannot run reads the same to whoever must fix it).
+    pub const LEGEND: [Cell; 6] = [
         Cell::Sass,
         Cell::Ptx,
         Cell::PtxDriverFails,
@@ -54,7 +75,7 @@ impl Cell {
         match self {
             Cell::Sass => "S",
             Cell::Ptx => "P",
-            Cell::PtxDriverFails => "D",
+            Cell::PtxDriverFails | Cell::SassDriverFails => "D",
             Cell::LinkStubs => "L",
             Cell::NotRead => "?",
             Cell::Nothing => "N",
@@ -66,7 +87,7 @@ impl Cell {
         match self {
             Cell::Sass => "sass",
             Cell::Ptx => "ptx",
-            Cell::PtxDriverFails => "ptx-driver-fails",
+            Cell::PtxDriverFails | Cell::SassDriverFails => "driver-fails",
             Cell::LinkStubs => "link-stubs",
             Cell::NotRead => "not-read",
             Cell::Nothing => "nothing",
@@ -78,7 +99,7 @@ impl Cell {
         match self {
             Cell::Sass => "SASS: machine code for this capability runs natively",
             Cell::Ptx => "PTX only: the driver JIT-compiles it (slow first start; runs on the given driver, or no driver was given)",
-            Cell::PtxDriverFails => "PTX only, and the given driver cannot run it (PTX ISA or CUDA runtime too new)",
+            Cell::PtxDriverFails | Cell::SassDriverFails => "the given driver cannot run this code, SASS or PTX: its CUDA runtime or its PTX's ISA is too new, or it was not decided (the cell's title says which)",
             Cell::LinkStubs => "link stubs only: cubins without kernels target it, nothing runs",
             Cell::NotRead => "not read: the file holds device code outside its fatbin sections, left unread by --no-scan (the default reads it)",
             Cell::Nothing => "nothing runs: no SASS or PTX covers this capability",
@@ -135,8 +156,16 @@ pub struct Matrix<'a> {
     pub without_device_code: usize,
 }
 
-/// Builds the matrix of `files` (sorted by path, as the report keeps them).
+/// Builds the matrix of `files` (sorted by path, as the report keeps them)
+/// without a driver for the columns nobody requested (the requested ones
+/// carry the audit's verdict in their coverage entries).
 pub fn build(files: &[FileFacts]) -> Matrix<'_> {
+    build_for(files, None)
+}
+
+/// The matrix, the columns nobody requested judged on `driver` too, by the
+/// audit's rule.
+pub fn build_for<'a>(files: &'a [FileFacts], driver: Option<&Driver>) -> Matrix<'a> {
     let columns = columns(files);
     let mut groups: Vec<Group<'_>> = Vec::new();
     let mut without = 0;
@@ -145,7 +174,7 @@ pub fn build(files: &[FileFacts]) -> Matrix<'_> {
             without += 1;
             continue;
         };
-        let cells = columns.iter().map(|c| entry(f, dev, c)).collect();
+        let cells = columns.iter().map(|c| entry(f, dev, c, driver)).collect();
         let name = group_of(&f.path);
         match groups.last_mut() {
             Some(g) if g.name == name => g.rows.push(Row { file: f, cells }),
@@ -185,38 +214,71 @@ fn columns(files: &[FileFacts]) -> Vec<Column> {
 }
 
 /// One cell: the file's coverage entry for a requested column, the same
-/// rule on the same code for the others.
-fn entry(f: &FileFacts, dev: &DeviceCode, column: &Column) -> Entry {
+/// rules on the same code (and the same driver) for the others.
+fn entry(f: &FileFacts, dev: &DeviceCode, column: &Column, driver: Option<&Driver>) -> Entry {
     if column.requested {
         if let Some(c) = f.coverage.iter().find(|c| c.capability == column.name) {
             return from_coverage(c, dev);
         }
     }
-    let Some(cap) = Capability::parse(&column.name) else {
-        return Entry { cell: uncovered(dev, None), code: None, driver: None };
-    };
-    match covering(&dev.codes(), cap) {
-        Some((Runs::Native, code)) => {
-            Entry { cell: Cell::Sass, code: Some(code.name()), driver: None }
+    let cap = Capability::parse(&column.name);
+    match cap.and_then(|cap| covering(&dev.codes(), cap)) {
+        Some((runs, code)) => {
+            let verdict = driver
+                .map(|d| checks::verdict(d, runs, checks::isa_of(dev, &code), f.runtime.as_ref()));
+            Entry {
+                cell: runs_cell(runs, verdict.as_ref()),
+                code: Some(code.name()),
+                driver: verdict.as_ref().map(driver_words),
+            }
         }
-        Some((_, code)) => Entry { cell: Cell::Ptx, code: Some(code.name()), driver: None },
-        None => Entry { cell: uncovered(dev, Some(cap)), code: None, driver: None },
+        None => Entry { cell: uncovered(dev, cap), code: None, driver: None },
     }
 }
 
 fn from_coverage(c: &Coverage, dev: &DeviceCode) -> Entry {
-    let driver = c.driver.as_ref().map(|v| match (v.runs, &v.needs_cuda) {
-        (true, _) => format!("runs on the CUDA {} driver", v.has_cuda),
-        (false, Some(needs)) => format!("needs a CUDA {needs} driver, has {}", v.has_cuda),
-        (false, None) => format!("not decided for the CUDA {} driver", v.has_cuda),
-    });
-    let cell = match (c.runs, &c.driver) {
-        (Runs::Native, _) => Cell::Sass,
-        (Runs::Jit, Some(v)) if !v.runs => Cell::PtxDriverFails,
-        (Runs::Jit, _) => Cell::Ptx,
-        (Runs::No, _) => uncovered(dev, Capability::parse(&c.capability)),
+    let cell = match c.runs {
+        Runs::No => uncovered(dev, Capability::parse(&c.capability)),
+        runs => runs_cell(runs, c.driver.as_ref()),
     };
-    Entry { cell, code: c.code.clone(), driver }
+    Entry { cell, code: c.code.clone(), driver: c.driver.as_ref().map(driver_words) }
+}
+
+/// The cell of code that runs (`runs` is native or JIT) on a GPU of the
+/// column's capability, given the driver's verdict on it, if any.
+fn runs_cell(runs: Runs, verdict: Option<&DriverVerdict>) -> Cell {
+    let fails = verdict.is_some_and(|v| !v.runs);
+    match (runs, fails) {
+        (Runs::Native, false) => Cell::Sass,
+        (Runs::Native, true) => Cell::SassDriverFails,
+        (_, false) => Cell::Ptx,
+        (_, true) => Cell::PtxDriverFails,
+    }
+}
+
+/// The driver's verdict in words, with the reason when it cannot run the code.
+fn driver_words(v: &DriverVerdict) -> String {
+    let has = &v.has_cuda;
+    let needs = v.needs_cuda.as_deref().unwrap_or("newer");
+    match (v.runs, v.reason) {
+        (true, _) => format!("runs on the CUDA {has} driver"),
+        (false, Some(NotRunning::Runtime(RuntimeVerdict::BelowMinorFloor { major, floor }))) => {
+            format!(
+                "the driver cannot load the file's CUDA {major} runtime: CUDA {major} needs driver {floor} or newer"
+            )
+        }
+        (false, Some(NotRunning::Runtime(_))) => format!(
+            "the CUDA {has} driver cannot load the file's CUDA runtime: it needs a CUDA {needs} driver"
+        ),
+        (false, Some(NotRunning::Ptx(PtxVerdict::TooNew { .. }))) => {
+            format!(
+                "the CUDA {has} driver cannot JIT-compile this PTX (its ISA needs a CUDA {needs} driver)"
+            )
+        }
+        (false, _) => format!(
+            "whether the CUDA {has} driver runs it was not decided (the runtime's version or the PTX's ISA is unknown)"
+        ),
+    }
 }
 
 /// Why nothing covers `cap`: code not read, link stubs, or nothing.

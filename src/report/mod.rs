@@ -91,6 +91,10 @@ pub struct Report<F: Serialize> {
     /// as Nix records references from any of them; an object file's are
     /// in its facts.
     pub references: Vec<EntryReferences>,
+    /// What the audit was asked to check against (the HTML page says it;
+    /// not in the JSON, whose coverage entries carry it per file).
+    #[serde(skip)]
+    pub asked: crate::audit::policy::Asked,
 }
 
 /// The references of one entry that is no object file.
@@ -195,7 +199,14 @@ impl<F: Serialize> Report<F> {
             failures: failures.len(),
             baselined,
         };
-        Report { files, findings, failures, summary, references: Vec::new() }
+        Report {
+            files,
+            findings,
+            failures,
+            summary,
+            references: Vec::new(),
+            asked: Default::default(),
+        }
     }
 }
 
