@@ -207,7 +207,7 @@ let
             elif [ "$lacking" != 0 ]; then
               cell nothing "$cap: $lacking of $dev files run nothing" "N $lacking"
             elif [ "$(metric "$2" "capability.$cap.driver-fails")" != 0 ]; then
-              cell ptx-driver-fails "$cap: PTX the given driver cannot run" D
+              cell driver-fails "$cap: code the given driver cannot run (SASS or PTX)" D
             elif [ "$(metric "$2" "capability.$cap.not-read")" != 0 ]; then
               cell not-read "$cap: device code not read" "?"
             elif [ "$(metric "$2" "capability.$cap.ptx-only")" != 0 ]; then
@@ -225,9 +225,9 @@ let
         <html lang="en"><head><meta charset="utf-8">
         <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
         <title>cuda-elf-inspect: package set</title>
-        <style>body{font:14px/1.4 system-ui,sans-serif;margin:1em 2em}table{border-collapse:collapse}th,td{padding:2px 8px;text-align:left}td{text-align:center;font-weight:bold;border:1px solid #fff}thead th{border-bottom:2px solid #444}.sass{background:#b9e4bb}.ptx{background:#ffe9a6}.ptx-driver-fails{background:#ffb38a}.not-read{background:#d5d5d5}.nothing{background:#f4a6a6}</style>
+        <style>body{font:14px/1.4 system-ui,sans-serif;margin:1em 2em}table{border-collapse:collapse}th,td{padding:2px 8px;text-align:left}td{text-align:center;font-weight:bold;border:1px solid #fff}thead th{border-bottom:2px solid #444}.sass{background:#b9e4bb}.ptx{background:#ffe9a6}.driver-fails{background:#ffb38a}.not-read{background:#d5d5d5}.nothing{background:#f4a6a6}</style>
         </head><body><h1>cuda-elf-inspect: package set</h1>
-        <p>Per package and requested capability: S every file with device code has SASS; P some only PTX (JIT); D PTX the given driver cannot run; ? device code not read; N k: k files run nothing; &#8211; no device code; &#183; not requested. Each package links to its report.</p>
+        <p>Per package and requested capability: S every file with device code has SASS; P some only PTX (JIT); D code (SASS or PTX) the given driver cannot run; ? device code not read; N k: k files run nothing; &#8211; no device code; &#183; not requested. Each package links to its report.</p>
         EOF
           if [ -z "$caps" ]; then
             printf '<p id="no-capabilities">No capability was requested of these packages: their audits checked linkage, RUNPATH and the driver only, not GPU code coverage (give cudaCapabilities, or audit a CUDA package set, whose own capabilities are used).</p>\n'

@@ -128,15 +128,23 @@ fn expected_columns(files: &[Value]) -> Vec<(String, bool)> {
     out
 }
 
+/// Jetson capabilities, as the checks table of docs/cuda-elf-inspect.md
+/// lists them (7.2, 8.7, 10.1 before CUDA 13, 11.0).
+const JETSON: [(u32, u32); 4] = [(7, 2), (8, 7), (10, 1), (11, 0)];
+
 /// The CUDA rule for a capability no coverage entry speaks of: SASS runs
 /// on the same major with a minor at most the device's (`a`: exactly that
-/// capability); PTX runs on every capability at least its own (`f`: the same
-/// major; `a`: exactly).
+/// capability); PTX runs on every capability at least its own (`a`:
+/// exactly); `f` code, SASS or PTX, within its family: the same major, a
+/// minor at most the device's, and Jetson with Jetson only (10.0f not on
+/// Thor's 10.1).
 fn runs(code: (u32, u32, char), device: (u32, u32), ptx: bool) -> bool {
     let (ma, mi, v) = code;
+    let same_major = ma == device.0 && mi <= device.1;
     match (v, ptx) {
         ('a', _) => (ma, mi) == device,
-        (_, false) | ('f', true) => ma == device.0 && mi <= device.1,
+        ('f', _) => same_major && JETSON.contains(&(ma, mi)) == JETSON.contains(&device),
+        (_, false) => same_major,
         _ => (ma, mi) <= device,
     }
 }

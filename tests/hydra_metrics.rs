@@ -97,3 +97,47 @@ fn lacking_counts_the_files_no_code_for_capability_names() {
     // CUDA 12 has no code for 11.0), so the equality above is not 0 = 0.
     assert!(some > 0);
 }
+
+/// With a driver given, a capability's `sass` counts the files whose SASS
+/// runs on it whatever the driver says, and `driver-fails` those whose code
+/// for it the driver cannot run, SASS included (cuRAND for CUDA 13 on a CUDA
+/// 12.0 driver: its runtime is too new). Oracle: each file's JSON `coverage`
+/// entry and its `driver` verdict.
+#[test]
+fn with_a_driver_sass_and_driver_fails_count_what_the_coverage_says() {
+    let files = corpus(&[]);
+    let caps = "8.0;9.0";
+    let run = |format: &str| {
+        let mut cmd = Command::new(CEI);
+        common::outside_build(&mut cmd);
+        let out = cmd
+            .env_remove("cudaCapabilities")
+            .args(["--driver-cuda", "12.0", "--cuda-capabilities", caps, "--format", format])
+            .args(&files)
+            .output()
+            .unwrap();
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{}", common::text(&out));
+        out.stdout
+    };
+    let json: Value = serde_json::from_slice(&run("json")).unwrap();
+    let got = metrics(&run("hydra-metrics"));
+    let mut fails_seen = 0;
+    for cap in ["8.0", "9.0"] {
+        let coverage: Vec<&Value> = json["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|f| f["coverage"].as_array().into_iter().flatten())
+            .filter(|c| c["capability"] == cap)
+            .collect();
+        let native = coverage.iter().filter(|c| c["runs"] == "native").count() as u64;
+        let fails =
+            coverage.iter().filter(|c| c["runs"] != "no" && c["driver"]["runs"] == false).count()
+                as u64;
+        assert_eq!(got[&format!("cuda-elf-inspect.capability.{cap}.sass")], native, "{cap}");
+        assert_eq!(got[&format!("cuda-elf-inspect.capability.{cap}.driver-fails")], fails, "{cap}");
+        fails_seen += fails;
+    }
+    // Not 0 = 0: the corpus holds cuRAND for CUDA 13.
+    assert!(fails_seen > 0);
+}

@@ -84,14 +84,22 @@ pub fn metrics(report: &Report<FileFacts>) -> Vec<Metric> {
             .filter(|r| matches!(r.cells[i].cell, Cell::LinkStubs | Cell::Nothing))
             .count();
         let cap = name_part(&column.name);
-        push(format!("capability.{cap}.sass"), count(&|c| c == Cell::Sass), "");
+        push(
+            format!("capability.{cap}.sass"),
+            count(&|c| matches!(c, Cell::Sass | Cell::SassDriverFails)),
+            "",
+        );
         push(
             format!("capability.{cap}.ptx-only"),
             count(&|c| matches!(c, Cell::Ptx | Cell::PtxDriverFails)),
             "",
         );
         push(format!("capability.{cap}.lacking"), lacking, "");
-        push(format!("capability.{cap}.driver-fails"), count(&|c| c == Cell::PtxDriverFails), "");
+        push(
+            format!("capability.{cap}.driver-fails"),
+            count(&|c| matches!(c, Cell::PtxDriverFails | Cell::SassDriverFails)),
+            "",
+        );
         push(format!("capability.{cap}.not-read"), count(&|c| c == Cell::NotRead), "");
     }
     let mut bytes: BTreeMap<crate::fatbin::Arch, u64> = BTreeMap::new();
