@@ -15,6 +15,15 @@ fn archs(set: &BTreeSet<Arch>) -> String {
     v.iter().map(|a| a.name()).collect::<Vec<_>>().join(" ")
 }
 
+/// `none` for an empty list, so that no line ends in `PTX: )`.
+fn or_none(list: String) -> String {
+    if list.is_empty() {
+        "none".to_string()
+    } else {
+        list
+    }
+}
+
 fn bytes(n: u64) -> String {
     match n {
         n if n >= 10 << 20 => format!("{} MiB", n >> 20),
@@ -83,8 +92,8 @@ pub fn write(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
             out,
             "  scan: {} entries outside the fatbin sections (SASS: {}; PTX: {})",
             scanned.len(),
-            archs(&sum.sass),
-            archs(&sum.ptx)
+            or_none(archs(&sum.sass)),
+            or_none(archs(&sum.ptx))
         )?;
     }
     if let Some(offset) = r.unscanned_container {
