@@ -331,8 +331,9 @@ int main() { return 0; }
 
 /// Jetson awareness: nvcc builds x86_64 programs with device code for Orin
 /// (sm_87, a Jetson capability) and for Hopper (sm_90). The first is a
-/// finding on x86_64 (Jetson boards are aarch64); the second is not, until
-/// the requested capabilities make it a Jetson build (8.7 alone).
+/// finding on x86_64 (Jetson boards are aarch64); the second is not, unless
+/// 8.7 is requested of it, a configuration error on x86_64. On aarch64 (NVIDIA's
+/// SBSA cuRAND) 8.7 alone makes a Jetson build, where desktop SASS is a finding.
 #[test]
 fn jetson_capabilities_on_x86_64_and_sbsa_code_in_a_jetson_build_are_findings() {
     let tmp = tempfile::tempdir().unwrap();
@@ -377,15 +378,34 @@ fn jetson_capabilities_on_x86_64_and_sbsa_code_in_a_jetson_build_are_findings() 
     assert!(msg.contains("8.7") && msg.contains("x86_64 (64-bit, little-endian)"), "{msg}");
     assert_eq!(found[0]["details"]["arch"], "sm_87");
     assert!(audit(&[], "sbsa").1.is_empty());
+    // 8.7 asked of an x86_64 build: a configuration error, one warning that
+    // says so (the file is no Jetson build, so its sm_90 is not judged).
     let (code, found) = audit(&["--cuda-capabilities", "8.7"], "sbsa");
     assert_eq!(code, Some(1));
     assert_eq!(found.len(), 1, "{found:?}");
     let msg = found[0]["message"].as_str().unwrap();
-    assert!(msg.contains("a Jetson build (capabilities 8.7)") && msg.contains("9.0"), "{msg}");
-    // 8.7 asked of an x86_64 build: a configuration error, a warning.
     assert_eq!(found[0]["severity"], "warning", "{found:?}");
-    assert!(msg.contains("a configuration error"), "{msg}");
+    assert!(msg.contains("a configuration error") && msg.contains("8.7"), "{msg}");
+    assert!(msg.contains("x86_64"), "{msg}");
     assert!(audit(&["--cuda-capabilities", "9.0"], "sbsa").1.is_empty());
+    // A real Jetson build (8.7 alone) of an aarch64 library: its desktop SASS
+    // (sm_90 among them) is found, NVIDIA's, so an info; no configuration error.
+    let corpus = Command::new("bash")
+        .arg(common::root().join("tests/tools/corpus.sh"))
+        .arg("curand12-aarch64")
+        .output()
+        .unwrap();
+    assert!(corpus.status.success(), "{}", text(&corpus));
+    let arm = String::from_utf8(corpus.stdout).unwrap();
+    let arm = arm.lines().find(|l| l.ends_with("libcurand.so.10")).unwrap().to_string();
+    let (_, found) = audit(&["--cuda-capabilities", "8.7", "--cuda-version", "12.8"], &arm);
+    assert!(!found.is_empty());
+    assert!(found.iter().all(|f| f["severity"] == "info"), "{found:?}");
+    assert!(found.iter().any(|f| {
+        let m = f["message"].as_str().unwrap();
+        m.contains("a Jetson build (capabilities 8.7)") && m.contains("9.0 (sm_90)")
+    }));
+    assert!(!found.iter().any(|f| f["message"].as_str().unwrap().contains("configuration error")));
 }
 
 /// The default driver entry per machine is upstream's: Nixpkgs' own
