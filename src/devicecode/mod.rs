@@ -70,21 +70,45 @@ pub fn read<'a>(
         }
         Err(e) => out.damage.push(traverse::prefixed(member, &e)),
     });
-    if scan == Scan::Probe {
-        out.code.unscanned = traverse::probe(data, object);
-    }
-    if matches!(scan, Scan::Found | Scan::Full) {
-        let containers = match scan {
-            Scan::Full => traverse::scan(data, object, &mut |p| release(p)),
-            _ => {
-                let sections = traverse::found_sections(data, object, &|p| release(p));
-                traverse::scan_sections(data, &sections, &mut |p| release(p))
-            }
-        };
-        out.code.scanned_containers = containers.len();
-        let mut leaves = Vec::new();
-        traverse::leaves(&containers, &mut leaves);
-        model::settle(&mut out.code, &leaves, depth, &budget, release);
+    match outside(data, object, scan, release) {
+        Outside::NotLooked => {}
+        Outside::Unread(offset) => out.code.unscanned = offset,
+        Outside::Read(containers) => {
+            out.code.scanned_containers = containers.len();
+            let mut leaves = Vec::new();
+            traverse::leaves(&containers, &mut leaves);
+            model::settle(&mut out.code, &leaves, depth, &budget, release);
+        }
     }
     out
+}
+
+/// What a [`Scan`] found outside the fatbin sections.
+pub enum Outside<'a> {
+    /// [`Scan::None`]: nothing looked for.
+    NotLooked,
+    /// [`Scan::Probe`]: the offset of a container found and not read, if any.
+    Unread(Option<u64>),
+    /// [`Scan::Found`] or [`Scan::Full`]: the containers read.
+    Read(Vec<crate::fatbin::Container<'a>>),
+}
+
+/// The containers outside the fatbin sections by `scan`'s rule: one
+/// reading for the audit's model and `--summary`'s list. `release` is told
+/// which bytes were searched.
+pub fn outside<'a>(
+    data: &'a [u8],
+    object: &Object<'_>,
+    scan: Scan,
+    release: &dyn Fn(&[u8]),
+) -> Outside<'a> {
+    match scan {
+        Scan::None => Outside::NotLooked,
+        Scan::Probe => Outside::Unread(traverse::probe(data, object)),
+        Scan::Found => {
+            let sections = traverse::found_sections(data, object, release);
+            Outside::Read(traverse::scan_sections(data, &sections, &mut |p| release(p)))
+        }
+        Scan::Full => Outside::Read(traverse::scan(data, object, &mut |p| release(p))),
+    }
 }

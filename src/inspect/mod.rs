@@ -15,7 +15,7 @@ use crate::devicecode::host::{self, Object};
 use crate::devicecode::model::ptx_has_entry;
 use crate::devicecode::model::PtxIsa;
 use crate::devicecode::traverse::{self, Part};
-use crate::devicecode::{DeviceCode, Ptx, Sass, Scan};
+use crate::devicecode::{DeviceCode, Outside, Ptx, Sass, Scan};
 use crate::fatbin::{codec, cubin, Arch, Codec, Container, Entry, FatbinError, Kind, Region};
 use crate::output::ExitStatus;
 
@@ -296,26 +296,19 @@ pub fn inspect_bytes_with(
 /// the fatbin sections, read by the audit's rule for `ctx.options.scan`.
 fn outside_sections(data: &[u8], object: &Object<'_>, ctx: &Ctx<'_>, report: &mut FileReport) {
     let release = ctx.release;
-    let containers = match ctx.options.scan {
-        Scan::None => return,
-        Scan::Probe => {
-            report.unscanned_container = traverse::probe(data, object);
-            return;
+    match crate::devicecode::outside(data, object, ctx.options.scan, &|p| release(p)) {
+        Outside::NotLooked => {}
+        Outside::Unread(offset) => report.unscanned_container = offset,
+        // The default reading lists nothing where it found nothing.
+        Outside::Read(found) if found.is_empty() && ctx.options.scan == Scan::Found => {}
+        Outside::Read(found) => {
+            let mut scanned = Vec::new();
+            for c in &found {
+                push_container(c, None, "scan", ctx, &mut scanned);
+            }
+            report.scanned = Some(scanned);
         }
-        Scan::Found => {
-            let sections = traverse::found_sections(data, object, &|p| release(p));
-            traverse::scan_sections(data, &sections, &mut |p| release(p))
-        }
-        Scan::Full => traverse::scan(data, object, &mut |p| release(p)),
-    };
-    if containers.is_empty() && ctx.options.scan == Scan::Found {
-        return;
     }
-    let mut scanned = Vec::new();
-    for c in &containers {
-        push_container(c, None, "scan", ctx, &mut scanned);
-    }
-    report.scanned = Some(scanned);
 }
 
 /// What the walk over entries needs besides the entries.

@@ -70,16 +70,12 @@ pub fn metrics(report: &Report<FileFacts>) -> Vec<Metric> {
     let m = matrix::build(&report.files);
     push("files.device-code".into(), m.groups.iter().map(|g| g.rows.len()).sum(), "");
     for (i, column) in m.columns.iter().enumerate().filter(|(_, c)| c.requested) {
-        let count = |keep: &dyn Fn(Cell) -> bool| {
-            m.groups.iter().flat_map(|g| &g.rows).filter(|r| keep(r.cells[i].cell)).count()
-        };
+        let rows = || m.groups.iter().flat_map(|g| &g.rows);
+        let count = |keep: &dyn Fn(Cell) -> bool| rows().filter(|r| keep(r.cells[i].cell)).count();
         // Files with kernels only: a file of link stubs (cuDNN's
         // libcudnn_ext) has nothing to run anywhere and lacks nothing, as
         // no-code-for-capability judges it.
-        let lacking = m
-            .groups
-            .iter()
-            .flat_map(|g| &g.rows)
+        let lacking = rows()
             .filter(|r| r.file.device.as_ref().is_some_and(|d| d.has_code()))
             .filter(|r| matches!(r.cells[i].cell, Cell::LinkStubs | Cell::Nothing))
             .count();
