@@ -438,6 +438,11 @@ def write_doc(args, pkgs, store, results, reasons):
       "STORE_PATH` (what `autoAddDriverRunpath` does in a build): what remains after the fix "
       "is what no packaging step clears.")
     w("")
+    w("Each package is laid out alone and unpatched (no autoPatchelfHook, no dependency store "
+      "paths), so `unresolved-needed` on libraries of other packages (libstdc++, libgcc_s, "
+      "another wheel's libcublas, a .deb's dependencies) is the survey's layout, not a defect "
+      "of the package; it is counted like any other finding so that runs compare.")
+    w("")
     w("## Summary")
     w("")
     w("| measure | value | issue 30's bound |")
