@@ -82,10 +82,15 @@ pub enum Extra {
     /// refuses a non-directory with a trailing slash (`ENOTDIR`).
     TrailingSlashToNonDirectory,
     /// Lexical `..` resolution and the kernel's disagree (a `..` after a
-    /// linked folder): `lexical` is what upstream checked.
+    /// linked folder), in either direction: the lexical target (what
+    /// upstream checked, the record's `resolved`) exists and the kernel
+    /// reaches another file or none, or it is missing (upstream fails the
+    /// build) and the kernel reaches a file (the link works at run time).
     ResolutionMismatch {
-        /// What the kernel reaches, or why it fails.
+        /// What the kernel reaches, or `nothing (why)`.
         kernel: String,
+        /// Whether the lexical target exists.
+        lexical_exists: bool,
     },
 }
 
@@ -202,8 +207,9 @@ pub fn check_link(link: &Path, policy: &Policy) -> LinkRecord {
     } else {
         match std::fs::metadata(Path::new(&resolved)) {
             Err(e) => {
-                if policy.extra && e.raw_os_error() == Some(libc::ELOOP) {
-                    rec.extra.push(Extra::Cycle { cycle: find_cycle(link) });
+                if policy.extra {
+                    let raw = rec.target.as_deref().unwrap_or_default();
+                    extra_for_missing(link, raw, &e, &mut rec.extra);
                 }
                 Verdict::Dangling
             }
@@ -222,6 +228,37 @@ pub fn check_link(link: &Path, policy: &Policy) -> LinkRecord {
     };
     rec.resolved = Some(resolved);
     rec
+}
+
+/// Extra checks for a link whose lexical target is missing (`lexical`: why
+/// `stat` failed): a loop, or a relative target the kernel does reach
+/// (`usr/d/x -> libdir/../y/lib.so` with `usr/d/libdir -> ../lib/y`: the
+/// `..` leaves the linked folder, so upstream's "missing target" fails a
+/// build whose link works).
+fn extra_for_missing(link: &Path, raw: &OsStr, lexical: &std::io::Error, extra: &mut Vec<Extra>) {
+    if lexical.raw_os_error() == Some(libc::ELOOP) {
+        return extra.push(Extra::Cycle { cycle: find_cycle(link) });
+    }
+    if raw.as_bytes().first() == Some(&b'/') {
+        // The kernel follows the very path upstream tested.
+        return;
+    }
+    match std::fs::metadata(link) {
+        Ok(_) => extra
+            .push(Extra::ResolutionMismatch { kernel: kernel_target(link), lexical_exists: false }),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            extra.push(Extra::Cycle { cycle: find_cycle(link) })
+        }
+        // Missing both ways: upstream's verdict is the kernel's.
+        Err(_) => {}
+    }
+}
+
+/// The file the kernel reaches through `link`, or why it cannot say.
+fn kernel_target(link: &Path) -> String {
+    std::fs::canonicalize(link)
+        .map(|p| String::from_utf8_lossy(p.as_os_str().as_bytes()).into_owned())
+        .unwrap_or_else(|e| format!("nothing ({})", describe_io(&e)))
 }
 
 /// Extra checks for a link whose lexical target exists: does the kernel agree?
@@ -245,13 +282,12 @@ fn extra_for_existing(
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
             extra.push(Extra::Cycle { cycle: find_cycle(link) })
         }
-        Err(e) if relative => extra.push(Extra::ResolutionMismatch { kernel: describe_io(&e) }),
-        Ok(m) if relative && (m.dev(), m.ino()) != (lexical.dev(), lexical.ino()) => {
-            let real = std::fs::canonicalize(link)
-                .map(|p| String::from_utf8_lossy(p.as_os_str().as_bytes()).into_owned())
-                .unwrap_or_else(|e| describe_io(&e));
-            extra.push(Extra::ResolutionMismatch { kernel: real })
-        }
+        Err(e) if relative => extra.push(Extra::ResolutionMismatch {
+            kernel: format!("nothing ({})", describe_io(&e)),
+            lexical_exists: true,
+        }),
+        Ok(m) if relative && (m.dev(), m.ino()) != (lexical.dev(), lexical.ino()) => extra
+            .push(Extra::ResolutionMismatch { kernel: kernel_target(link), lexical_exists: true }),
         _ => {}
     }
 }
@@ -412,11 +448,17 @@ fn log_extras(report: &OutputReport, policy: &Policy, log: &Logger) {
                     Extra::TrailingSlashToNonDirectory => {
                         m.s(" ends in '/' but its target is not a directory (ENOTDIR at run time)")
                     }
-                    Extra::ResolutionMismatch { kernel } => m
+                    Extra::ResolutionMismatch { kernel, lexical_exists: true } => m
                         .s(" resolves lexically to ")
                         .p(rec.resolved.as_deref().unwrap_or_default())
                         .s(" but the kernel reaches ")
                         .s(kernel),
+                    Extra::ResolutionMismatch { kernel, lexical_exists: false } => m
+                        .s(" resolves lexically to the missing ")
+                        .p(rec.resolved.as_deref().unwrap_or_default())
+                        .s(" but the kernel reaches ")
+                        .s(kernel)
+                        .s(": the link works; the check above fails it on a '..' after a linked folder"),
                 },
             );
         }

@@ -440,6 +440,137 @@ fn lexical_and_kernel_resolution_mismatch_is_an_extra_finding() {
     );
 }
 
+/// A real shared object (the C library this test runs on, copied): the
+/// links below point at a file the loader could load, not a stand-in.
+fn real_so(dest: &Path) {
+    let libc = [
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib64/libc.so.6",
+    ]
+    .into_iter()
+    .map(Path::new)
+    .find(|p| p.is_file())
+    .expect("no libc.so.6 to copy");
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    std::fs::copy(libc, dest).unwrap();
+}
+
+/// Issue 30: `usr/d/dotdot2 -> libdir/../x86_64-linux-gnu/libgnutls.so.30`
+/// with `usr/d/libdir -> ../lib/x86_64-linux-gnu` (a layout seen in the
+/// wild). Lexically the target is `usr/d/x86_64-linux-gnu/...` (missing:
+/// Nixpkgs' real hook fails the build, the oracle below), while the
+/// kernel resolves `libdir` first and its `..` lands in `usr/lib`: the
+/// link works (`test -e` succeeds). The compatible verdict stays
+/// upstream's; `--extra` says the two disagree.
+#[test]
+fn a_link_upstream_calls_missing_that_the_kernel_reaches_is_an_extra_finding() {
+    let f = Fixture::new();
+    let out = f.output("out");
+    let real = out.join("usr/lib/x86_64-linux-gnu/libgnutls.so.30");
+    real_so(&real);
+    std::fs::create_dir_all(out.join("usr/d")).unwrap();
+    symlink("../lib/x86_64-linux-gnu", out.join("usr/d/libdir")).unwrap();
+    let link = out.join("usr/d/dotdot2");
+    symlink("libdir/../x86_64-linux-gnu/libgnutls.so.30", &link).unwrap();
+    let lexical = out.join("usr/d/x86_64-linux-gnu/libgnutls.so.30");
+
+    // The oracle: Nixpkgs' hook calls it missing; the kernel reaches it.
+    let theirs = f.upstream(&[("out", &out)], &[]);
+    let missing = format!(
+        "ERROR: noBrokenSymlinks: the symlink {} points to a missing target: {}",
+        link.display(),
+        lexical.display()
+    );
+    let upstream_log = String::from_utf8_lossy(&theirs.stderr);
+    assert_eq!(theirs.status.code(), Some(1), "{upstream_log}");
+    assert!(upstream_log.lines().any(|l| l == missing), "{upstream_log}");
+    assert!(link.exists() && !lexical.exists());
+    let test_e = Command::new("test").arg("-e").arg(&link).status().unwrap();
+    assert!(test_e.success());
+
+    let mut cmd = Command::new(BIN);
+    f.env(&mut cmd, &[("out", &out)]);
+    let o = cmd.arg("--extra").output().unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    // Compatible: the same verdict and summary as upstream.
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    assert!(log.lines().any(|l| l == missing), "{log}");
+    assert_eq!(last_line(&o), summary(1, 0, 0));
+    let extra = format!(
+        "WARN: noBrokenSymlinks: extra: the symlink {} resolves lexically to the missing {} but the kernel reaches {}",
+        link.display(),
+        lexical.display(),
+        std::fs::canonicalize(&real).unwrap().display()
+    );
+    assert!(log.lines().any(|l| l.starts_with(&extra)), "no line starting {extra:?}:\n{log}");
+    assert!(log.contains("WARN: noBrokenSymlinks: extra: found 1 additional problems"), "{log}");
+
+    // In JSON too, with the direction.
+    let mut cmd = Command::new(BIN);
+    f.env(&mut cmd, &[("out", &out)]);
+    let o = cmd.args(["--extra", "--format", "json"]).output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rec = doc["outputs"][0]["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["path"] == link.to_str().unwrap())
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(rec["verdict"], "dangling", "{doc:#}");
+    assert_eq!(rec["extra"][0]["kind"], "resolution-mismatch", "{doc:#}");
+    assert_eq!(rec["extra"][0]["lexical_exists"], false, "{doc:#}");
+}
+
+/// The other direction on the same layout: the lexical target exists (so
+/// upstream passes the link) and the kernel reaches nothing, or another
+/// file than the one upstream checked.
+#[test]
+fn a_link_upstream_passes_that_the_kernel_misses_is_an_extra_finding() {
+    let f = Fixture::new();
+    let out = f.output("out");
+    let lexical = out.join("usr/d/x86_64-linux-gnu/libgnutls.so.30");
+    real_so(&lexical);
+    std::fs::create_dir_all(out.join("usr/lib/x86_64-linux-gnu")).unwrap();
+    symlink("../lib/x86_64-linux-gnu", out.join("usr/d/libdir")).unwrap();
+    let link = out.join("usr/d/dotdot2");
+    symlink("libdir/../x86_64-linux-gnu/libgnutls.so.30", &link).unwrap();
+
+    // The oracle: Nixpkgs' hook passes it; the kernel finds nothing.
+    let theirs = f.upstream(&[("out", &out)], &[]);
+    assert_eq!(theirs.status.code(), Some(0), "{}", String::from_utf8_lossy(&theirs.stderr));
+    assert!(!link.exists());
+
+    let run = || {
+        let mut cmd = Command::new(BIN);
+        f.env(&mut cmd, &[("out", &out)]);
+        cmd.arg("--extra").output().unwrap()
+    };
+    let o = run();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    let nothing = format!(
+        "WARN: noBrokenSymlinks: extra: the symlink {} resolves lexically to {} but the kernel reaches nothing (",
+        link.display(),
+        lexical.display()
+    );
+    assert!(log.lines().any(|l| l.starts_with(&nothing)), "no line starting {nothing:?}:\n{log}");
+
+    // Another file: the kernel's target exists too, and is not upstream's.
+    let other = out.join("usr/lib/x86_64-linux-gnu/libgnutls.so.30");
+    real_so(&other);
+    let o = run();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    let another = format!(
+        "WARN: noBrokenSymlinks: extra: the symlink {} resolves lexically to {} but the kernel reaches {}",
+        link.display(),
+        lexical.display(),
+        std::fs::canonicalize(&other).unwrap().display()
+    );
+    assert!(log.lines().any(|l| l == another), "no line {another:?}:\n{log}");
+}
+
 // ---- Differential test against Nixpkgs' own hook in Nixpkgs' own setup.sh ----
 
 /// A small deterministic generator (no dependency on a random crate).

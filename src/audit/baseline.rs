@@ -3,19 +3,31 @@
 //! a large package set can adopt the audit without fixing everything first.
 //!
 //! A finding is known when its check, path and subject (capability, RUNPATH
-//! entry, library) match a baseline entry; message wording may change freely.
+//! entry, library) match a baseline entry; message wording may change freely,
+//! and so may store hashes and versions ([`crate::audit::identity`]): a
+//! version bump keeps its old findings known.
+//!
+//! Format versions: 1 remembered the store name's version and the file's
+//! full version; 2 remembers neither. A version 1 baseline still loads, its
+//! entries restated as version 2 would write them, so no baseline needs
+//! migrating; `--write-baseline` writes version 2 (which a tool that knows
+//! only version 1 refuses by name rather than matching nothing).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::audit::finding::Finding;
+use crate::audit::finding::{CheckId, Finding};
+use crate::audit::identity;
+
+/// The format `--write-baseline` writes.
+pub const VERSION: u32 = 2;
 
 /// The on-disk format (JSON, sorted, stable across runs).
 #[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Baseline {
-    /// Format version (1).
+    /// Format version ([`VERSION`]; 1 is read too).
     pub version: u32,
     /// Known findings, as fingerprints `check<TAB>path<TAB>subject`.
     pub known: BTreeSet<String>,
@@ -48,7 +60,7 @@ pub enum BaselineError {
 impl Baseline {
     /// A baseline of these findings.
     pub fn of(findings: &[Finding]) -> Baseline {
-        Baseline { version: 1, known: findings.iter().map(Finding::fingerprint).collect() }
+        Baseline { version: VERSION, known: findings.iter().map(Finding::fingerprint).collect() }
     }
 
     /// Reads a baseline file: one written by `--write-baseline`, or a JSON
@@ -66,13 +78,18 @@ impl Baseline {
             return Ok(Baseline::of(&findings));
         }
         let b: Baseline = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
-        if b.version != 1 {
-            return Err(BaselineError::Invalid {
-                path: path.to_path_buf(),
-                reason: format!("unsupported version {}", b.version),
-            });
+        if !(1..=VERSION).contains(&b.version) {
+            return Err(invalid(format!(
+                "unsupported version {} (this tool reads 1 to {VERSION})",
+                b.version
+            )));
         }
-        Ok(b)
+        let known = b.known.iter().map(|e| {
+            restate(e).ok_or_else(|| {
+                invalid(format!("entry {e:?} is not check<TAB>location<TAB>subject"))
+            })
+        });
+        Ok(Baseline { version: VERSION, known: known.collect::<Result<_, _>>()? })
     }
 
     /// Writes the baseline whole ([`crate::fs::atomic::write_whole`]: the
@@ -95,10 +112,17 @@ impl Baseline {
     }
 }
 
+/// An entry of any format version as today's identity of it.
+fn restate(entry: &str) -> Option<String> {
+    let (check, place, subject) = identity::parts(entry)?;
+    let kind = CheckId::from_id(check).map_or("", CheckId::subject_kind);
+    Some(identity::fingerprint(check, place, subject, kind))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::finding::{CheckId, Subject};
+    use crate::audit::finding::Subject;
 
     #[test]
     fn round_trip_hides_known_and_keeps_new() {
@@ -125,6 +149,36 @@ mod tests {
         std::fs::write(&path, report.to_string()).unwrap();
         let (left, known) = Baseline::load(&path).unwrap().filter(vec![f]);
         assert_eq!((left.len(), known), (0, 1));
+    }
+
+    #[test]
+    fn a_version_1_baseline_still_matches_after_a_bump() {
+        // As version 1 wrote it: the store name's version and the file's
+        // full version in the location.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.json");
+        let v1 = r#"{"version":1,"known":["missing-driver-runpath\tlibcufft-11.2.1.3-lib/lib/libcufft.so.11.2.1.3\t/run/opengl-driver/lib"]}"#;
+        std::fs::write(&path, v1).unwrap();
+        let mut f = Finding::new(CheckId::MissingDriverRunpath, "/x", "m")
+            .about(Subject::Entry("/run/opengl-driver/lib".into()));
+        f.location = Some("libcufft-11.4.1.4-lib/lib/libcufft.so.11.4.1.4".into());
+        let (left, known) = Baseline::load(&path).unwrap().filter(vec![f]);
+        assert_eq!((left.len(), known), (0, 1));
+    }
+
+    #[test]
+    fn a_bad_entry_or_version_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.json");
+        std::fs::write(&path, r#"{"version":2,"known":["no tabs here"]}"#).unwrap();
+        let err = Baseline::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("b.json: not a cuda-elf-inspect baseline: entry \"no tabs here\""),
+            "{err}"
+        );
+        std::fs::write(&path, r#"{"version":3,"known":[]}"#).unwrap();
+        let err = Baseline::load(&path).unwrap_err().to_string();
+        assert!(err.contains("unsupported version 3 (this tool reads 1 to 2)"), "{err}");
     }
 
     #[test]

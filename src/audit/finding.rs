@@ -285,13 +285,7 @@ pub fn ser_lossy_path<S: serde::Serializer>(p: &std::path::Path, s: S) -> Result
 
 /// Removes a Nix store hash from a path component (`<32 base32 chars>-name` -> `name`).
 pub fn strip_store_hash(name: &str) -> &str {
-    const NIX_BASE32: &[u8] = b"0123456789abcdfghijklmnpqrsvwxyz";
-    let b = name.as_bytes();
-    if b.len() > 33 && b[32] == b'-' && b[..32].iter().all(|c| NIX_BASE32.contains(c)) {
-        &name[33..]
-    } else {
-        name
-    }
+    crate::store::name::strip_hash(name)
 }
 
 impl Finding {
@@ -314,14 +308,16 @@ impl Finding {
     }
 
     /// The identity a baseline remembers: check, location (else path) and
-    /// subject, not the message text. Unchanged from the untyped details:
-    /// the subject is the one detail every finding had.
+    /// subject, not the message text, and without what a version bump
+    /// changes ([`crate::audit::identity`]: store hashes, store names'
+    /// versions, a shared object's version after its major).
     pub fn fingerprint(&self) -> String {
         let place = match &self.location {
             Some(l) => l.clone(),
             None => self.path.to_string_lossy().into_owned(),
         };
-        format!("{}\t{}\t{}", self.check, place, self.subject.value())
+        let (check, kind) = (self.check.id(), self.check.subject_kind());
+        crate::audit::identity::fingerprint(check, &place, self.subject.value(), kind)
     }
 }
 

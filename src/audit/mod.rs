@@ -16,6 +16,7 @@ pub mod dlopen;
 pub mod dynamic;
 pub mod failure;
 pub mod finding;
+pub mod identity;
 pub mod linkage;
 pub mod policy;
 pub mod references;

@@ -14,6 +14,7 @@ pub mod cache;
 pub mod confine;
 pub mod decompress;
 pub mod mounts;
+pub mod name;
 pub mod nar;
 pub mod narinfo;
 pub mod readahead;
