@@ -252,12 +252,14 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
         report::buildlog::write(&log, &report);
     }
     // Inside a build the log lines are the text report.
-    if !(log.in_build() && args.format == Format::Text) {
-        let color = args.color.enabled(io::stdout().is_terminal());
-        let mut out = io::stdout().lock();
-        report::write(&mut out, &report, args.format, color)?;
-        out.flush()?;
-    }
+    let printed = if log.in_build() && args.format == Format::Text {
+        Ok(())
+    } else {
+        print_report(&report, args.format, args.color)
+    };
+    // The files are written whatever became of stdout: a reader that
+    // stopped reading (`| head -1`) must not cost the reports a CI step or
+    // a derivation keeps (issue 29).
     for (format, file) in &args.output {
         crate::fs::atomic::write_whole(file, |w| report::write(w, &report, *format, false))
             .with_context(|| format!("--output {}", format.name()))?;
@@ -268,7 +270,21 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
     if !log.in_build() {
         say_failures(&report.failures);
     }
+    // A closed stdout is said now, by the status `cli::run` gives it.
+    printed.context("writing the report on stdout")?;
     Ok(report.exit_status())
+}
+
+/// The audit's report on stdout, in colour where asked and on a terminal.
+fn print_report(
+    report: &Report<crate::audit::FileFacts>,
+    format: Format,
+    color: Color,
+) -> io::Result<()> {
+    let color = color.enabled(io::stdout().is_terminal());
+    let mut out = io::stdout().lock();
+    report::write(&mut out, report, format, color)?;
+    out.flush()
 }
 
 /// `--why`: the closure's sizes and chains, in text or JSON; the exit status
