@@ -236,7 +236,8 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
     }
     let (audit, baselined) = match finish(prepared)? {
         Outcome::BaselineWritten { path, findings, failures } => {
-            eprintln!("cuda-elf-inspect: wrote {findings} findings to {}", path.display());
+            let path = sanitize(&path.to_string_lossy(), Controls::Replace);
+            eprintln!("cuda-elf-inspect: wrote {findings} findings to {path}");
             say_failures(&failures);
             return Ok(ExitStatus::of(!failures.is_empty(), false));
         }
@@ -362,7 +363,7 @@ fn summary(args: &Args) -> anyhow::Result<ExitStatus> {
     let options = crate::inspect::Options { deep: !args.headers_only, scan: scan(args) };
     let (reports, errors) = crate::inspect::inspect_paths(&paths(args)?, options);
     for e in &errors {
-        eprintln!("cuda-elf-inspect: {e}");
+        eprintln!("cuda-elf-inspect: {}", sanitize(e, Controls::Escape));
     }
     if args.format == Format::Json {
         cli::print_json(&Envelope::versioned(1, "files", &reports))?;

@@ -16,6 +16,7 @@ use std::process::ExitCode;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 
+use crate::output::Controls;
 pub use crate::output::{ExitStatus, Format};
 
 /// The `--format` of the hooks: text or JSON, in their words.
@@ -80,7 +81,9 @@ pub fn run(tool: &str, body: impl FnOnce() -> anyhow::Result<ExitStatus>) -> Exi
                     msg.push_str(&format!(": {text}"));
                 }
             }
-            let _ = writeln!(io::stderr(), "{msg}");
+            // A message may name a file found in a walk or a NAR: one line,
+            // no control character.
+            let _ = writeln!(io::stderr(), "{}", crate::output::sanitize(&msg, Controls::Replace));
             ExitCode::from(ExitStatus::Failure)
         }
     }
