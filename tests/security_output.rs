@@ -58,9 +58,13 @@ fn ours(dir: &Path, args: &[&str]) -> Command {
 /// Runs `cmd` with stdout a pipe whose read end is already closed: the
 /// first write to it fails with `EPIPE` (Rust ignores `SIGPIPE`).
 fn with_closed_stdout(cmd: &mut Command) -> Output {
-    let (reader, writer) = std::io::pipe().unwrap();
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) fills two descriptors, each then owned once.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     drop(reader);
-    cmd.stdout(writer).stderr(Stdio::piped()).output().unwrap()
+    cmd.stdout(Stdio::from(writer)).stderr(Stdio::piped()).output().unwrap()
 }
 
 // ---- 10. a closed stdout --------------------------------------------------
