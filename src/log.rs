@@ -24,6 +24,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Mutex;
 
+use crate::output::{sanitize_bytes, Controls};
+
 /// A setup.sh log level; the discriminant is the `NIX_DEBUG` threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
@@ -207,33 +209,48 @@ fn clamp(debug: i64) -> u8 {
 }
 
 /// A log message built from text and raw path bytes.
+///
+/// It never holds a control character: every piece is passed through the
+/// one sanitiser for names shown to people ([`sanitize_bytes`], escaped:
+/// `\n`, `\u{1b}`) as it is appended. A name from a file (a path in the
+/// tree, a soname from a `.note.dlopen`, an archive member) can hold a
+/// newline or a terminal escape; written raw, a newline would start a line
+/// of its own in the build log (a forged `ERROR: ...`) and an escape would
+/// drive the reader's terminal. Bytes that are not UTF-8 are kept, so the
+/// line still names the file on disk.
 #[derive(Default, Clone, Debug, PartialEq, Eq)]
-pub struct Msg(pub Vec<u8>);
+pub struct Msg(Vec<u8>);
 
 impl Msg {
     /// Starts a message with a text fragment.
     pub fn new(text: &str) -> Msg {
-        Msg(text.as_bytes().to_vec())
+        Msg::default().b(text.as_bytes())
     }
     /// Appends text.
-    pub fn s(mut self, text: &str) -> Msg {
-        self.0.extend_from_slice(text.as_bytes());
-        self
+    pub fn s(self, text: &str) -> Msg {
+        self.b(text.as_bytes())
     }
-    /// Appends a path's bytes exactly as the kernel knows them.
-    pub fn p(mut self, path: impl AsRef<Path>) -> Msg {
-        self.0.extend_from_slice(path.as_ref().as_os_str().as_bytes());
-        self
+    /// Appends a path's bytes as the kernel knows them (controls escaped).
+    pub fn p(self, path: impl AsRef<Path>) -> Msg {
+        self.b(path.as_ref().as_os_str().as_bytes())
     }
-    /// Appends raw bytes.
+    /// Appends raw bytes (controls escaped).
     pub fn b(mut self, bytes: &[u8]) -> Msg {
-        self.0.extend_from_slice(bytes);
+        self.0.extend_from_slice(&sanitize_bytes(bytes, Controls::Escape));
         self
     }
     /// Appends anything printable (numbers, counts).
-    pub fn d(mut self, value: impl std::fmt::Display) -> Msg {
-        let _ = write!(self.0, "{value}");
-        self
+    pub fn d(self, value: impl std::fmt::Display) -> Msg {
+        self.s(&value.to_string())
+    }
+    /// The message's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    /// The message as one line: its bytes and a newline, the only one.
+    pub fn line(mut self) -> Vec<u8> {
+        self.0.push(b'\n');
+        self.0
     }
 }
 
@@ -260,6 +277,17 @@ mod tests {
         assert_eq!(
             String::from_utf8(log.take_buffer()).unwrap(),
             "ERROR: noBrokenSymlinks: e\nWARN: noBrokenSymlinks: w\nINFO: noBrokenSymlinks: i /nix/store/\u{e9}\n"
+        );
+    }
+
+    #[test]
+    fn a_newline_or_an_escape_in_a_name_never_reaches_the_log_raw() {
+        let log = Logger::buffer("cudaElfInspect", 0);
+        let soname = b"libx.so\nERROR: cudaElfInspect: forged\x1b]2;t\x07";
+        log.error(&Msg::new("dlopen of ").b(soname).s(" in ").p(Path::new("/o/a\rb")));
+        assert_eq!(
+            log.take_buffer(),
+            b"ERROR: cudaElfInspect: dlopen of libx.so\\nERROR: cudaElfInspect: forged\\u{1b}]2;t\\u{7} in /o/a\\rb\n"
         );
     }
 

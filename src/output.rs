@@ -161,6 +161,36 @@ pub fn sanitize(text: &str, controls: Controls) -> String {
     out
 }
 
+/// `bytes` fit for a terminal or a log line, as [`sanitize`] makes text,
+/// for messages built from raw path bytes (the setup.sh log): the UTF-8 in
+/// them sanitised, other bytes kept as they are (a log line names exactly
+/// the file on disk), except a lone byte 0x80..=0x9f, which a terminal not
+/// in UTF-8 mode takes as a C1 control (0x9b is CSI): escaped `\x9b` or
+/// replaced.
+pub fn sanitize_bytes(bytes: &[u8], controls: Controls) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        let valid = chunk.valid();
+        if valid.chars().any(char::is_control) {
+            out.extend_from_slice(sanitize(valid, controls).as_bytes());
+        } else {
+            out.extend_from_slice(valid.as_bytes());
+        }
+        for &b in chunk.invalid() {
+            match (b, controls) {
+                (0x80..=0x9f, Controls::Escape) => {
+                    out.extend_from_slice(format!("\\x{b:02x}").as_bytes())
+                }
+                (0x80..=0x9f, Controls::Replace) => {
+                    out.extend_from_slice(char::REPLACEMENT_CHARACTER.to_string().as_bytes())
+                }
+                _ => out.push(b),
+            }
+        }
+    }
+    out
+}
+
 /// The JSON document a binary prints on stdout: its body under one key,
 /// with a schema version where the document has one (`--summary`), and the
 /// refused arguments and the exit status where the tool takes paths by hand
@@ -239,6 +269,20 @@ mod tests {
         assert_eq!(sanitize(name, Controls::Replace), "lib\u{fffd}x\u{fffd}[31m.so");
         assert_eq!(sanitize(name, Controls::Escape), "lib\\nx\\u{1b}[31m.so");
         assert_eq!(sanitize("plain/é.so", Controls::Escape), "plain/é.so");
+    }
+
+    #[test]
+    fn bytes_keep_what_is_not_utf8_and_lose_their_controls() {
+        let name = b"lib\nx\x1b]2;t\x07\xff\xc2\x9b\x9b.so";
+        assert_eq!(
+            sanitize_bytes(name, Controls::Escape),
+            b"lib\\nx\\u{1b}]2;t\\u{7}\xff\\u{9b}\\x9b.so"
+        );
+        let mut replaced = "lib\u{fffd}x\u{fffd}]2;t\u{fffd}".as_bytes().to_vec();
+        replaced.push(0xff);
+        replaced.extend_from_slice("\u{fffd}\u{fffd}.so".as_bytes());
+        assert_eq!(sanitize_bytes(name, Controls::Replace), replaced);
+        assert_eq!(sanitize_bytes(b"/a/\xff\xfe b.so", Controls::Escape), b"/a/\xff\xfe b.so");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use super::checks::why_build_only;
 use super::references::{Reference, Settings};
 use super::Audit;
 use crate::audit::finding::strip_store_hash;
+use crate::output::{sanitize, Controls};
 
 /// One store path of the closure, as its narinfo describes it.
 #[derive(Debug, Clone)]
@@ -226,35 +227,43 @@ fn hop(audit: &Audit, from: &str, to: &str) -> Hop {
 }
 
 /// The answer as text: the closure's sizes, then each chain.
+///
+/// Every name is shown through the one sanitiser (control characters
+/// replaced): a hop's file is a name from a NAR, which a stranger wrote.
 pub fn write_text(out: &mut dyn std::io::Write, why: &Why) -> std::io::Result<()> {
     let mb = |b: u64| b as f64 / 1e6;
+    let shown = |text: &str| sanitize(text, Controls::Replace);
     writeln!(
         out,
         "closure of {}: {} paths, {:.1} MB of NAR",
-        why.roots.join(", "),
+        shown(&why.roots.join(", ")),
         why.paths.len(),
         mb(why.total_nar_size)
     )?;
     for s in &why.paths {
-        writeln!(out, "  {:>10.1} MB {:>6.1}%  {}", mb(s.nar_size), s.share * 100.0, s.path)?;
+        let path = shown(&s.path);
+        writeln!(out, "  {:>10.1} MB {:>6.1}%  {path}", mb(s.nar_size), s.share * 100.0)?;
     }
     for c in &why.chains {
-        let label =
-            c.build_only.as_ref().map(|w| format!(" (build-only: {w})")).unwrap_or_default();
-        writeln!(out, "\nwhy {}{label}:", c.target)?;
+        let label = c
+            .build_only
+            .as_ref()
+            .map(|w| format!(" (build-only: {})", shown(w)))
+            .unwrap_or_default();
+        writeln!(out, "\nwhy {}{label}:", shown(&c.target))?;
         if let Some(first) = c.hops.first() {
-            writeln!(out, "  {}", first.from)?;
+            writeln!(out, "  {}", shown(&first.from))?;
         }
         for h in &c.hops {
             let at = match (&h.file, &h.place) {
-                (Some(f), Some(p)) => format!("{f}: {p}"),
+                (Some(f), Some(p)) => format!("{}: {}", shown(f), shown(p)),
                 _ => "a file the audit did not read".into(),
             };
-            writeln!(out, "  -> {}\n       in {at}", h.to)?;
+            writeln!(out, "  -> {}\n       in {at}", shown(&h.to))?;
         }
     }
     for p in &why.not_in_closure {
-        writeln!(out, "\n{p} is not in the closure")?;
+        writeln!(out, "\n{} is not in the closure", shown(p))?;
     }
     Ok(())
 }

@@ -15,7 +15,7 @@ use crate::driver_runpath::search::{self, SearchFolders};
 use crate::driver_runpath::{self, Config};
 use crate::fs::typed::{self, Follow};
 use crate::log::Logger;
-use crate::output::{Envelope, ExitStatus, Format};
+use crate::output::{Controls, Envelope, ExitStatus, Format};
 
 /// Add the driver library folder (/run/opengl-driver/lib) to the RUNPATH of
 /// every dynamic ELF file, as Nixpkgs' autoAddDriverRunpath does, without
@@ -124,7 +124,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
                 true
             }
             Err(err) => {
-                eprintln!("auto-add-driver-runpath: {err}");
+                let shown = crate::output::sanitize(&err.to_string(), Controls::Replace);
+                eprintln!("auto-add-driver-runpath: {shown}");
                 bad_arguments.push(err.to_string());
                 false
             }

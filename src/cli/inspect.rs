@@ -236,7 +236,8 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
     }
     let (audit, baselined) = match finish(prepared)? {
         Outcome::BaselineWritten { path, findings, failures } => {
-            eprintln!("cuda-elf-inspect: wrote {findings} findings to {}", path.display());
+            let path = sanitize(&path.to_string_lossy(), Controls::Replace);
+            eprintln!("cuda-elf-inspect: wrote {findings} findings to {path}");
             say_failures(&failures);
             return Ok(ExitStatus::of(!failures.is_empty(), false));
         }
@@ -252,12 +253,14 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
         report::buildlog::write(&log, &report);
     }
     // Inside a build the log lines are the text report.
-    if !(log.in_build() && args.format == Format::Text) {
-        let color = args.color.enabled(io::stdout().is_terminal());
-        let mut out = io::stdout().lock();
-        report::write(&mut out, &report, args.format, color)?;
-        out.flush()?;
-    }
+    let printed = if log.in_build() && args.format == Format::Text {
+        Ok(())
+    } else {
+        print_report(&report, args.format, args.color)
+    };
+    // The files are written whatever became of stdout: a reader that
+    // stopped reading (`| head -1`) must not cost the reports a CI step or
+    // a derivation keeps (issue 29).
     for (format, file) in &args.output {
         crate::fs::atomic::write_whole(file, |w| report::write(w, &report, *format, false))
             .with_context(|| format!("--output {}", format.name()))?;
@@ -268,7 +271,21 @@ fn audit(args: &Args) -> anyhow::Result<ExitStatus> {
     if !log.in_build() {
         say_failures(&report.failures);
     }
+    // A closed stdout is said now, by the status `cli::run` gives it.
+    printed.context("writing the report on stdout")?;
     Ok(report.exit_status())
+}
+
+/// The audit's report on stdout, in colour where asked and on a terminal.
+fn print_report(
+    report: &Report<crate::audit::FileFacts>,
+    format: Format,
+    color: Color,
+) -> io::Result<()> {
+    let color = color.enabled(io::stdout().is_terminal());
+    let mut out = io::stdout().lock();
+    report::write(&mut out, report, format, color)?;
+    out.flush()
 }
 
 /// `--why`: the closure's sizes and chains, in text or JSON; the exit status
@@ -346,7 +363,7 @@ fn summary(args: &Args) -> anyhow::Result<ExitStatus> {
     let options = crate::inspect::Options { deep: !args.headers_only, scan: scan(args) };
     let (reports, errors) = crate::inspect::inspect_paths(&paths(args)?, options);
     for e in &errors {
-        eprintln!("cuda-elf-inspect: {e}");
+        eprintln!("cuda-elf-inspect: {}", sanitize(e, Controls::Escape));
     }
     if args.format == Format::Json {
         cli::print_json(&Envelope::versioned(1, "files", &reports))?;

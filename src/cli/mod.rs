@@ -16,6 +16,7 @@ use std::process::ExitCode;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 
+use crate::output::Controls;
 pub use crate::output::{ExitStatus, Format};
 
 /// The `--format` of the hooks: text or JSON, in their words.
@@ -47,16 +48,26 @@ pub struct CommonArgs {
 }
 
 /// Runs a binary's body and maps its result to an exit code: `Ok(status)`
-/// as is, `Err` printed as `tool: message: cause` with status 2. A closed
-/// stdout (`| head`) ends the program quietly, as coreutils do.
+/// as is, `Err` printed as `tool: message: cause` with status 2.
+///
+/// A closed stdout (`| head -1`) ends the program quietly, as coreutils'
+/// `cat` or `seq` end: killed by `SIGPIPE`, which a shell shows as 141 and
+/// `set -o pipefail` counts as a failure. Not 0: the reader did not get
+/// the report, so a status saying it did would lie; not 2 with a message:
+/// nothing failed that the user must hear about. The body has finished
+/// everything else first (`--output` files are written before the stdout
+/// error comes back here).
 pub fn run(tool: &str, body: impl FnOnce() -> anyhow::Result<ExitStatus>) -> ExitCode {
     match body() {
         Ok(status) => ExitCode::from(status),
         Err(err) => {
-            if err.chain().any(|c| {
+            let pipe = err.chain().any(|c| {
                 c.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-            }) {
-                return ExitCode::from(ExitStatus::Ok);
+            });
+            // Only stdout's: a broken pipe elsewhere (a FIFO given to
+            // --output, a cache's connection) is a failure to report.
+            if pipe && stdout_reader_gone() {
+                return die_of_sigpipe();
             }
             // Library errors already name their cause ("path: no such file
             // or directory"); append a cause only when it says something new.
@@ -70,10 +81,36 @@ pub fn run(tool: &str, body: impl FnOnce() -> anyhow::Result<ExitStatus>) -> Exi
                     msg.push_str(&format!(": {text}"));
                 }
             }
-            let _ = writeln!(io::stderr(), "{msg}");
+            // A message may name a file found in a walk or a NAR: one line,
+            // no control character.
+            let _ = writeln!(io::stderr(), "{}", crate::output::sanitize(&msg, Controls::Replace));
             ExitCode::from(ExitStatus::Failure)
         }
     }
+}
+
+/// Whether stdout is a pipe or socket whose reader has gone (`poll` says
+/// `POLLERR` or `POLLHUP` for its write end).
+fn stdout_reader_gone() -> bool {
+    let mut fd = libc::pollfd { fd: libc::STDOUT_FILENO, events: libc::POLLOUT, revents: 0 };
+    // SAFETY: one valid pollfd, no wait.
+    let n = unsafe { libc::poll(&mut fd, 1, 0) };
+    n == 1 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
+/// Ends the process by `SIGPIPE`, as a program that never ignored it would
+/// have ended at its first write to the closed pipe (Rust ignores the
+/// signal, so the write returned `EPIPE` instead). If the signal does not
+/// end the process (blocked by the parent), 141, the shell's number for it.
+fn die_of_sigpipe() -> ExitCode {
+    // SAFETY: restoring a signal's default action and raising it touch no
+    // memory of ours; nothing is left to flush (stdout is the closed pipe,
+    // stderr is unbuffered, the --output files are committed).
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    ExitCode::from(128 + libc::SIGPIPE as u8)
 }
 
 /// The part of `--help` after the options: the environment variables a

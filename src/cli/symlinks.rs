@@ -13,7 +13,7 @@ use crate::cli::{self, CommonArgs};
 use crate::error::PathError;
 use crate::fs::typed::{self, Follow};
 use crate::log::Logger;
-use crate::output::{Envelope, ExitStatus, Format};
+use crate::output::{Controls, Envelope, ExitStatus, Format};
 use crate::symlinks::{self, Policy};
 
 /// Fail when an output holds dangling or reflexive symlinks (Nixpkgs'
@@ -91,7 +91,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
                 // an output the build chose not to create: said, the rest
                 // still checked, exit 2.
                 Err(err) => {
-                    eprintln!("no-broken-symlinks: {err}");
+                    let shown = crate::output::sanitize(&err.to_string(), Controls::Replace);
+                    eprintln!("no-broken-symlinks: {shown}");
                     bad_arguments.push(err.to_string());
                     continue;
                 }

@@ -65,22 +65,19 @@ fn emit_file(f: &FileReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result<()
     match f.action {
         Action::Patched => {
             // Upstream's unconditional line, on stderr.
-            let mut line = b"autoFixElfFiles: using addDriverRunpath to fix ".to_vec();
-            line.extend_from_slice(Msg::new("").p(&f.path).0.as_slice());
-            line.push(b'\n');
-            let _ = out.stderr.write_all(&line);
+            let line = Msg::new("autoFixElfFiles: using addDriverRunpath to fix ").p(&f.path);
+            let _ = out.stderr.write_all(&line.line());
             dlopen_lines(f, "added", out)?;
         }
         Action::WouldPatch => {
             if out.text {
-                let mut line = Msg::new("would patch ")
+                let line = Msg::new("would patch ")
                     .p(&f.path)
                     .s(": ")
                     .s(f.old.as_deref().unwrap_or("(none)"))
                     .s(" -> ")
                     .s(f.new.as_deref().unwrap_or(""));
-                line.0.push(b'\n');
-                out.stdout.write_all(&line.0)?;
+                out.stdout.write_all(&line.line())?;
             }
             dlopen_lines(f, "would add", out)?;
         }
@@ -101,11 +98,9 @@ fn emit_file(f: &FileReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result<()
         Action::Skipped => {
             let skip = f.skip.unwrap_or(Skip::Static);
             if skip.upstream_skips() && out.text && fix_log.asked_for(Level::Warn) {
-                let mut line = Msg::new("autoFixElfFiles: skipping a statically-linked ELF file ")
-                    .p(&f.path)
-                    .0;
-                line.push(b'\n');
-                out.stdout.write_all(&line)?;
+                let line =
+                    Msg::new("autoFixElfFiles: skipping a statically-linked ELF file ").p(&f.path);
+                out.stdout.write_all(&line.line())?;
             }
             fix_log.info(&Msg::new("skipping ").p(&f.path).s(": ").s(skip.describe()));
         }
@@ -130,14 +125,13 @@ fn dlopen_lines(f: &FileReport, verb: &str, out: &mut Sinks<'_>) -> io::Result<(
     let Some(d) = &f.dlopen else { return Ok(()) };
     let listed = if f.action == Action::Unchanged { &[][..] } else { &d.added[..] };
     for folder in listed {
-        let mut line = Msg::new("autoFixElfFiles: ")
+        let line = Msg::new("autoFixElfFiles: ")
             .p(&f.path)
             .s(&format!(": {verb} "))
             .s(&folder.folder)
             .s(" for dlopen of ")
             .s(&DlopenReport::names(folder))
-            .0;
-        line.push(b'\n');
+            .line();
         if f.action == Action::WouldPatch {
             if out.text {
                 out.stdout.write_all(&line)?;

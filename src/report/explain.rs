@@ -21,6 +21,10 @@ pub enum ExplainError {
     /// An empty id (`--explain ''`), which is no check.
     #[error("--explain was given an empty check id; `--explain` alone lists the checks")]
     Empty,
+    /// stdout refused the text (a closed pipe ends the program as
+    /// `cli::run` says).
+    #[error("writing the check's row")]
+    Write(#[source] io::Error),
 }
 
 fn suggestion(nearest: &Option<&'static str>) -> String {
@@ -59,9 +63,7 @@ pub fn explain(out: &mut dyn Write, id: &str) -> Result<(), ExplainError> {
         why = c.why(),
         fix = c.fix(),
     );
-    // A closed stdout (`| head`) is no reason to fail.
-    let _ = out.write_all(text.as_bytes());
-    Ok(())
+    out.write_all(text.as_bytes()).map_err(ExplainError::Write)
 }
 
 /// The check id closest to `id` by edit distance, if within a third of

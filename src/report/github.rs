@@ -11,13 +11,17 @@ use serde::Serialize;
 
 use super::{Report, TOOL};
 use crate::audit::finding::Severity;
+use crate::output::{sanitize, Controls};
 
 /// Annotations GitHub displays per level and step.
 pub const LIMIT_PER_LEVEL: usize = 10;
 
-/// Escapes a message (`%`, CR, LF) as the workflow-command syntax requires.
+/// Escapes a message (`%`, CR, LF) as the workflow-command syntax requires,
+/// then replaces every other control character (an escape sequence from a
+/// soname or a file name would reach the runner's log and a terminal).
 fn escape_data(s: &str) -> String {
-    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    let escaped = s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
+    sanitize(&escaped, Controls::Replace)
 }
 
 /// Escapes a property value (also `:` and `,`).
@@ -104,6 +108,7 @@ mod tests {
     #[test]
     fn escaping_follows_the_workflow_command_rules() {
         assert_eq!(escape_data("50%\nnext"), "50%25%0Anext");
+        assert_eq!(escape_data("lib\u{1b}]2;t\u{7}\r.so"), "lib\u{fffd}]2;t\u{fffd}%0D.so");
         assert_eq!(escape_property("a:b,c"), "a%3Ab%2Cc");
     }
 

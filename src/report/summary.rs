@@ -102,8 +102,10 @@ pub fn write(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
             "  not read:       fatbin containers outside the fatbin sections (one at offset {offset:#x}; --no-scan)"
         )?;
     }
+    // An error names the archive member or section it is about: escaped
+    // as the path is.
     for e in &r.errors {
-        writeln!(out, "  error: {e}")?;
+        writeln!(out, "  error: {}", sanitize(e, Controls::Escape))?;
     }
     Ok(())
 }

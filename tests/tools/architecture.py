@@ -26,8 +26,8 @@ SRC = os.path.join(ROOT, "src")
 LAYERS = {
     # Foundation: no knowledge of files, ELF or CUDA.
     "error": 0,
+    "output": 0,
     "log": 1,
-    "output": 1,
     "buildenv": 1,
     # Readers and the file system: bytes in, types out.
     "fs": 2,
