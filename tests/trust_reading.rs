@@ -193,3 +193,29 @@ fn a_container_anywhere_in_a_small_rodata_is_read_by_default() {
     let audit = run_json(&["--no-dlopen"], &so);
     assert_eq!(audit["files"][0]["device"]["scanned_containers"], 1, "{audit}");
 }
+
+/// The search goes 4 MiB at a time and gives each stretch's pages back:
+/// a container whose magic sits at a stretch's end, or whose bytes run
+/// across it, is found once, as a search of the whole buffer finds it, and
+/// the released prefixes cover the buffer in order.
+#[test]
+fn the_stepwise_search_finds_containers_across_its_steps() {
+    let lib = corpus_file("cupti12", "libcupti.so.12");
+    let bytes = std::fs::read(&lib).unwrap();
+    let (_, container) = containers(&bytes)[0];
+    const STEP: usize = 4 << 20;
+    for at in [STEP - 8, STEP, 2 * STEP - 4096, 3 * STEP + 8] {
+        let mut data = vec![0u8; 3 * STEP + 2 * container.len() + 64];
+        data[at..at + container.len()].copy_from_slice(container);
+        assert_eq!(containers(&data).len(), 1);
+        let mut released = Vec::new();
+        let found = nix_cuda_hooks::fatbin::container::scan_with(&data, 0, &[], &mut |p| {
+            released.push(p.len())
+        });
+        assert_eq!(found.len(), 1, "container at {at:#x}");
+        assert_eq!(found[0].entries.len(), 14, "container at {at:#x}");
+        assert!(released.windows(2).all(|w| w[0] <= w[1]), "{released:?}");
+        assert_eq!(released.last(), Some(&data.len()));
+        assert!(released.len() >= 3, "pages given back only at the end: {released:?}");
+    }
+}
