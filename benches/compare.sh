@@ -7,7 +7,10 @@
 #   benches/compare.sh --quick         small inputs, few rounds: CI's smoke test
 #   PREVIOUS=DIR benches/compare.sh    also the audit against an earlier build's binaries
 #   benches/compare.sh --only LIST     only these sections (comma-separated):
-#                                      symlinks, runpath, cross, listing, audit, references, why, scaling, cache
+#                                      symlinks, runpath, cross, listing, audit, reading, references, why, scaling, cache
+#   READING_DIRS="DIR..." benches/compare.sh --only reading
+#                                      the reading rows on these folders too (e.g. the NVIDIA
+#                                      wheels of CUDA 11.8-13 unpacked, docs/reading-survey.md)
 #   BIN_DIR=DIR benches/compare.sh     these binaries (e.g. target/release) instead of
 #                                      `make static`'s (which builds first); the table says so
 #
@@ -23,12 +26,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 quick=false
-only=symlinks,runpath,cross,listing,audit,references,why,scaling,cache
+only=symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache
 while (($#)); do
   case $1 in
     --quick) quick=true ;;
     --only) only=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,references,why,scaling,cache]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -430,6 +433,42 @@ if want audit && need_corpus; then
     note "cold rows skipped under --quick"
   elif ! $can_drop; then
     note "cold rows not measured: the page cache cannot be dropped here (needs root and a writable /proc/sys/vm/drop_caches)"
+  fi
+fi
+
+# ---- reading -------------------------------------------------------------------------
+# Issue 30: the default reading searches every loaded data section whole for
+# fatbin containers (one memmem); the old rule probed each section's start
+# and sampled 64 KiB every MiB (and missed CUPTI's, in the middle of its
+# .rodata). Side by side in one run: the default against --scan (every byte
+# but host code) and against --no-scan (the probe), and with PREVIOUS=DIR
+# against that build's default (the old rule), all --no-dlopen so the rows
+# measure the reading alone; on the corpus, then on READING_DIRS.
+reading_rows() {
+  local size=$1 r=$2
+  shift 2
+  local a=(--no-dlopen --cuda-capabilities "8.0 9.0")
+  compare "reading: default (every data section searched) vs --scan, warm" "$size" "$r" "$r" "cuda-elf-inspect --scan" \
+    -- "$bin/cuda-elf-inspect" "${a[@]}" "$@" \
+    -- "$bin/cuda-elf-inspect" --scan "${a[@]}" "$@"
+  compare "reading: default vs --no-scan (probe only), warm" "$size" "$r" "$r" "cuda-elf-inspect --no-scan" \
+    -- "$bin/cuda-elf-inspect" "${a[@]}" "$@" \
+    -- "$bin/cuda-elf-inspect" --no-scan "${a[@]}" "$@"
+  if [[ -n ${PREVIOUS:-} ]]; then
+    compare "reading: default vs the previous build's default (its rule), warm" "$size" "$r" "$r" "previous build $(cut -c1-7 "$PREVIOUS/REV" 2>/dev/null || echo "$PREVIOUS")" \
+      -- "$bin/cuda-elf-inspect" "${a[@]}" "$@" \
+      -- "$PREVIOUS/cuda-elf-inspect" "${a[@]}" "$@"
+  fi
+}
+if want reading && need_corpus; then
+  mapfile -t files < <(corpus_files)
+  r=9
+  $quick && r=3
+  reading_rows "corpus: ${#files[@]} files, $(mb "${files[@]}")" "$r" "${corpus_dirs[@]}"
+  if [[ -n ${READING_DIRS:-} ]]; then
+    read -r -a dirs <<<"$READING_DIRS"
+    mapfile -t files < <(find -L "${dirs[@]}" -type f -name '*.so*' | sort)
+    reading_rows "wheels: ${#files[@]} files, $(mb "${files[@]}")" 5 "${dirs[@]}"
   fi
 fi
 

@@ -112,7 +112,7 @@ checks! {
         "link with --enable-new-dtags, or let auto-add-driver-runpath convert it";
     DeviceCodeNotScanned = "device-code-not-scanned", Warning, "",
         "fatbin containers lie outside the fatbin sections (cuFFT keeps thousands in .ldata) and --no-scan left them unread: no capability is judged on code not read",
-        "audit without --no-scan: by default every data section holding one at its start or in a window sampled every MiB is read (--scan searches every byte)";
+        "audit without --no-scan: by default every loaded data section is searched whole (--scan also the bytes no section holds)";
     JetsonCapabilityMismatch = "jetson-capability-mismatch", Warning, "arch",
         "Jetson capabilities (7.2, 8.7, 10.1 before CUDA 13, 11.0) exist only on aarch64 Jetson boards, and a Jetson build's device code runs on nothing else: code for one in the other's build is dead weight. A warning when the request is a configuration error or the build compiled the code itself, else an info (NVIDIA's own x86_64 libraries carry sm_72, sm_87, sm_101); missing code for a requested capability is no-code-for-capability",
         "build Jetson capabilities only for aarch64-linux Jetson builds (cudaCapabilities), and SBSA/desktop ones only elsewhere";

@@ -60,8 +60,8 @@ pub struct Policy {
     /// store: this machine's folders hold this machine's libraries.
     pub sysroot: Option<PathBuf>,
     /// How to look for fatbin containers outside the fatbin sections: by
-    /// default ([`Scan::Found`]) every data section whose start holds one is
-    /// read whole; `--scan` searches every byte ([`Scan::Full`]); with
+    /// default ([`Scan::Found`]) every loaded data section is searched whole;
+    /// `--scan` also the bytes no section holds ([`Scan::Full`]); with
     /// `--no-scan` ([`Scan::Probe`]) containers found at the start of a
     /// data section are reported unread.
     pub scan: Scan,

@@ -88,11 +88,11 @@ pub struct Args {
     /// stubs are not told apart from code).
     #[arg(long, requires = "summary")]
     headers_only: bool,
-    /// Search every byte of every loaded data section for fatbin containers
-    /// outside the fatbin sections. By default the audit and --summary read
-    /// every data section that holds one at its start or in a 64 KiB window
-    /// sampled every MiB (cuFFT's thousands in `.ldata`, cuRAND 13's 20 MB
-    /// into `.data`); --summary lists those entries separately.
+    /// Also search the bytes no section holds (headers, padding) for fatbin
+    /// containers outside the fatbin sections. By default the audit and
+    /// --summary search every loaded data section whole (cuFFT's thousands
+    /// in `.data`, CUPTI's in the middle of `.rodata`); --summary lists
+    /// those entries separately.
     #[arg(long, conflicts_with_all = ["list_elf", "list_ptx", "no_scan"])]
     scan: bool,
     /// Do not read fatbin containers outside the fatbin sections: one found

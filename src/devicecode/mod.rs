@@ -35,13 +35,16 @@ pub enum Scan {
     /// Not at all.
     None,
     /// The start of each data section only ([`traverse::probe`]): what is
-    /// found there is not read, but recorded ([`DeviceCode::unscanned`]).
+    /// found there is not read, but recorded ([`DeviceCode::unscanned`]);
+    /// further in, nothing is seen.
     Probe,
-    /// The start of each data section, and every data section whose start
-    /// holds a container searched whole ([`traverse::found_sections`]):
-    /// fatbins kept outside the sections come as arrays (cuFFT's `.ldata`,
-    /// cuBLASLt's `.cask_resource` start with one), so this reads them all
-    /// at the cost of the containers themselves, not of every data byte.
+    /// Every loaded data section searched whole ([`traverse::data_sections`]),
+    /// one SIMD substring search for the container magic at memory speed:
+    /// code kept outside the fatbin sections sits anywhere in them (CUPTI's
+    /// in the middle of a 0.6 MB `.rodata`, cuFFT's from the start of a
+    /// 270 MB `.data`), so a probe of their starts or samples of them does
+    /// not find it all. Left unread against [`Scan::Full`]: the bytes no
+    /// section holds (headers, padding), which nothing loads as data.
     Found,
     /// Every byte outside the sections, host code and unloaded sections
     /// ([`traverse::scan`]); what is found is read into the model.
@@ -106,7 +109,7 @@ pub fn outside<'a>(
         Scan::None => Outside::NotLooked,
         Scan::Probe => Outside::Unread(traverse::probe(data, object)),
         Scan::Found => {
-            let sections = traverse::found_sections(data, object, release);
+            let sections = traverse::data_sections(object);
             Outside::Read(traverse::scan_sections(data, &sections, &mut |p| release(p)))
         }
         Scan::Full => Outside::Read(traverse::scan(data, object, &mut |p| release(p))),

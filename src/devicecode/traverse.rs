@@ -175,20 +175,34 @@ pub fn scan<'a>(
 /// into its 280 MB `.ldata`).
 pub const PROBE_BYTES: u64 = 64 << 10;
 
-/// The cheap form of [`scan`] the audit runs by default: the first
-/// [`PROBE_BYTES`] of every stretch a scan would search. Returns the file
-/// offset of the first container found, if any: then fatbins lie outside
-/// the sections and only a full scan reads them all.
+/// The cheap form of [`scan`] that `--no-scan` runs: the first
+/// [`PROBE_BYTES`] of every data section. Returns the file offset of the
+/// first container found, if any: then fatbins lie outside the sections
+/// and were left unread (a container further in is not seen at all: CUPTI's
+/// sit 363 KiB into its `.rodata`).
 pub fn probe(data: &[u8], object: &Object<'_>) -> Option<u64> {
-    let windows: Vec<(u64, u64)> = probed_sections(object).into_iter().map(probe_window).collect();
+    let windows: Vec<(u64, u64)> = data_sections(object).into_iter().map(probe_window).collect();
     crate::fatbin::container::probe(data, &windows)
 }
 
-/// The data sections a scan would search, whole (`[start, end)`).
-fn probed_sections(object: &Object<'_>) -> Vec<(u64, u64)> {
+/// The data sections a scan would search, whole (`[start, end)`): every
+/// loaded section that is not host code and not a fatbin section. The
+/// default reading searches them all ([`scan_sections`]); what [`scan`]
+/// searches besides is the bytes no section holds (the ELF header, the
+/// program and section header tables, alignment padding), which nothing
+/// loads as data.
+///
+/// Containers outside the fatbin sections sit in `.rodata` (CUPTI's 3
+/// in its 0.6-1 MB `.rodata`, from 363 KiB to 730 KiB in; cuSPARSE's 34-36
+/// from 672 KiB into a 12 MB `.rodata`), `.data` (cuFFT 10.9-12.5, cuRAND
+/// 10.4 from 20 MB in), `.ldata` (cuFFT 11.3) and `.cask_resource`
+/// (cuBLASLt, cuDNN's precompiled engines from 2 MB in), anywhere in the
+/// section: no probe of a section's start or samples of it finds them all
+/// (docs/cuda-elf-inspect.md, "Where the code outside the sections sits").
+pub fn data_sections(object: &Object<'_>) -> Vec<(u64, u64)> {
     let skip = scan_skip(object);
     let mut sections = Vec::new();
-    data_sections(object, &mut sections);
+    loaded_sections(object, &mut sections);
     sections.retain(|(start, _)| !skip.iter().any(|(s, e)| start >= s && start < e));
     sections
 }
@@ -198,48 +212,8 @@ fn probe_window((start, end): (u64, u64)) -> (u64, u64) {
     (start, end.min(start.saturating_add(PROBE_BYTES)))
 }
 
-/// How far apart [`found_sections`] samples a data section past its start.
-pub const SAMPLE_STRIDE: u64 = 1 << 20;
-
-/// The data sections (outside the fatbin sections) that hold a container
-/// in their first [`PROBE_BYTES`] or in a window of that size every
-/// [`SAMPLE_STRIDE`]: where a library keeps its own array of fatbins
-/// (cuFFT 11.4's `.ldata` and cuBLASLt 12.9's `.cask_resource` start with
-/// one; cuRAND 10.4's 1,747 start 20 MB into its `.data`). An array longer
-/// than the stride and the window always has a window inside it, and a
-/// window inside it holds a container's start when its containers are
-/// no larger than a window. About 6% of the data bytes are read.
-///
-/// Each window's pages are given to `release` once searched: the kernel
-/// may map a whole large folio (up to 2 MiB) for a 64 KiB window, so
-/// without it a 150 MB section sampled every MiB stays mapped whole.
-pub fn found_sections(
-    data: &[u8],
-    object: &Object<'_>,
-    release: &dyn Fn(&[u8]),
-) -> Vec<(u64, u64)> {
-    probed_sections(object)
-        .into_iter()
-        .filter(|&(start, end)| {
-            (0..)
-                .map(|i: u64| start.saturating_add(i.saturating_mul(SAMPLE_STRIDE)))
-                .take_while(|&at| at < end)
-                .map(|at| probe_window((at, end)))
-                .any(|window| {
-                    let found = crate::fatbin::container::probe(data, &[window]).is_some();
-                    let (from, to) = (window.0 as usize, (window.1 as usize).min(data.len()));
-                    if let Some(part) = data.get(from..to) {
-                        release(part);
-                    }
-                    found
-                })
-        })
-        .collect()
-}
-
 /// The containers of `sections` (file ranges), each searched whole, as
-/// [`scan`] searches everything: the default audit's reading of
-/// [`found_sections`].
+/// [`scan`] searches everything: the default reading, of [`data_sections`].
 pub fn scan_sections<'a>(
     data: &'a [u8],
     sections: &[(u64, u64)],
@@ -259,13 +233,13 @@ pub fn scan_sections<'a>(
     crate::fatbin::container::scan_with(data, 0, &skip, walked)
 }
 
-fn data_sections(object: &Object<'_>, out: &mut Vec<(u64, u64)>) {
+fn loaded_sections(object: &Object<'_>, out: &mut Vec<(u64, u64)>) {
     match object {
         Object::Elf(elf) => out.extend(elf.data.iter().copied()),
         Object::Archive(members) => {
             for m in members {
                 if let Ok(inner) = &m.object {
-                    data_sections(inner, out);
+                    loaded_sections(inner, out);
                 }
             }
         }

@@ -48,7 +48,24 @@ sets=(
   # issue 21 (the dlopen fix on this machine): procps' libproc2 dlopens
   # libnuma.so, then libnuma.so.1 (`ps -o numa`); this machine's own packages
   "deb-dlopen|deb:amd64|libproc2-0 libnuma1"
+  # issue 30 (the reading rule): CUPTI keeps 3 containers (42 cubins) in the
+  # middle of its 0.6 MB .rodata, where the old default's probes did not look
+  "cupti12|nvidia-cuda-cupti-cu12==12.8.90|*/libcupti.so.12"
 )
+# sha256 of a wheel, by spec (and platform): a wheel that differs is refused.
+declare -A pinned=(
+  ["nvidia-cuda-cupti-cu12==12.8.90"]=ea0cb07ebda26bb9b29ba82cda34849e73c166c18162d3913575b0c9db9a6182
+)
+
+# check_pin SPEC PLATFORM WHEEL: fails when SPEC has a pinned sha256 that WHEEL lacks.
+check_pin() {
+  local want=${pinned[$1${2:+|$2}]:-} got
+  [[ -n $want ]] || return 0
+  got=$(sha256sum "$3" | cut -d' ' -f1)
+  [[ $got == "$want" ]] && return 0
+  echo "corpus.sh: $3 has sha256 $got, not the pinned $want" >&2
+  return 1
+}
 wanted=("$@")
 ((${#wanted[@]})) || wanted=(curand12 curand13 cupy cufft)
 
@@ -70,7 +87,7 @@ wheel_for() {
   fi
   for wheel in $pattern; do
     [[ -f $wheel ]] || continue
-    if unzip -tqq "$wheel" >/dev/null 2>&1; then
+    if unzip -tqq "$wheel" >/dev/null 2>&1 && check_pin "$spec" "$platform" "$wheel"; then
       echo "$wheel"
       return 0
     fi
@@ -90,6 +107,10 @@ wheel_for() {
     if ! unzip -tqq "$wheel" >/dev/null 2>&1; then
       rm -rf "$tmp"
       echo "corpus.sh: the downloaded wheel of $spec is not a valid zip" >&2
+      return 1
+    fi
+    if ! check_pin "$spec" "$platform" "$wheel"; then
+      rm -rf "$tmp"
       return 1
     fi
     mv "$wheel" "$cache/wheels/"
