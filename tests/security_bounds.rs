@@ -128,3 +128,133 @@ fn a_dlopen_pattern_of_30_conversions_does_not_stall_the_patcher() {
         "the pattern serves the name it matches, only: {shown}"
     );
 }
+
+// ---- 4. --why on a cyclic closure ------------------------------------------
+
+fn why_node(path: &str, refs: &[String]) -> nix_cuda_hooks::audit::why::Node {
+    nix_cuda_hooks::audit::why::Node { path: path.into(), nar_size: 1, references: refs.to_vec() }
+}
+
+/// The closure: a root referencing the target and a clique of `n`
+/// paths that reference the root and each other.
+fn clique(n: usize, direct: bool) -> Vec<nix_cuda_hooks::audit::why::Node> {
+    let member = |i: usize| format!("/s/c{i:02}");
+    let mut nodes = vec![why_node(
+        "/s/root",
+        &[&["/s/target".to_string()][..], &(0..n).map(member).collect::<Vec<_>>()].concat(),
+    )];
+    for i in 0..n {
+        let mut refs: Vec<String> = (0..n).filter(|&j| j != i).map(member).collect();
+        refs.push("/s/root".into());
+        if direct {
+            refs.push("/s/target".into());
+        }
+        nodes.push(why_node(&member(i), &refs));
+    }
+    nodes.push(why_node("/s/target", &[]));
+    nodes
+}
+
+/// Every simple chain from `from` to `to`, depth first in the order of the
+/// sorted references, no pruning at all: the definition, for small graphs.
+fn every_chain(
+    nodes: &[nix_cuda_hooks::audit::why::Node],
+    from: &str,
+    to: &str,
+) -> Vec<Vec<String>> {
+    fn go(
+        nodes: &[nix_cuda_hooks::audit::why::Node],
+        to: &str,
+        stack: &mut Vec<String>,
+        out: &mut Vec<Vec<String>>,
+    ) {
+        let last = stack.last().unwrap().clone();
+        if last == to {
+            out.push(stack.clone());
+            return;
+        }
+        let Some(node) = nodes.iter().find(|n| n.path == last) else { return };
+        let mut refs = node.references.clone();
+        refs.sort();
+        for r in refs {
+            if !stack.contains(&r) && nodes.iter().any(|n| n.path == r) {
+                stack.push(r);
+                go(nodes, to, stack, out);
+                stack.pop();
+            }
+        }
+    }
+    let mut out = Vec::new();
+    go(nodes, to, &mut vec![from.to_string()], &mut out);
+    out
+}
+
+#[test]
+fn why_on_a_cyclic_closure_does_polynomial_work() {
+    use nix_cuda_hooks::audit::why::{search, Cut, MAX_CHAINS, MAX_STEPS};
+    let found = within(60, "--why on cliques of 11 to 30", || {
+        (11..=30)
+            .map(|n| {
+                let nodes = clique(n, false);
+                (n, search(&nodes, "/s/root", "/s/target", MAX_STEPS))
+            })
+            .collect::<Vec<_>>()
+    });
+    for (n, s) in found {
+        // One chain: the clique reaches the target only through the root.
+        assert_eq!(s.chains, [["/s/root", "/s/target"]], "n={n}");
+        assert_eq!(s.cut, None, "n={n}");
+        // Work bounded by the closure's size (n + 2 paths, about n^2
+        // references), not by the n! orders of the clique.
+        let size = (n + 2) as u64 + (n * n + 2 * n) as u64;
+        assert!(s.steps <= 4 * size, "n={n}: {} steps for {size} paths and references", s.steps);
+    }
+    // With a reference from each member to the target too, every order of
+    // every subset of the clique is a chain: small cliques list them all
+    // (checked against the definition), large ones the first MAX_CHAINS in
+    // the same order, and say so.
+    for n in 1..=5 {
+        let nodes = clique(n, true);
+        let s = search(&nodes, "/s/root", "/s/target", MAX_STEPS);
+        assert_eq!(s.chains, every_chain(&nodes, "/s/root", "/s/target"), "n={n}");
+        assert_eq!(s.cut, None);
+    }
+    let nodes = clique(30, true);
+    let s = within(60, "--why on a 30-clique with direct references", move || {
+        search(&nodes, "/s/root", "/s/target", MAX_STEPS)
+    });
+    assert_eq!(s.chains.len(), MAX_CHAINS);
+    assert_eq!(s.cut, Some(Cut::MaxChains));
+    let small = clique(7, true);
+    let first = every_chain(&small, "/s/root", "/s/target");
+    assert!(first.len() > MAX_CHAINS);
+    let s = search(&small, "/s/root", "/s/target", MAX_STEPS);
+    assert_eq!(s.chains, first[..MAX_CHAINS], "the first chains, in order");
+    // The step budget ends a search that would be too long, with a note.
+    let s = search(&clique(30, true), "/s/root", "/s/target", 100_000);
+    assert_eq!(s.cut, Some(Cut::MaxSteps));
+    assert!(s.steps <= 100_000 && !s.chains.is_empty(), "{} steps", s.steps);
+}
+
+#[test]
+fn why_answers_say_when_chains_are_cut() {
+    use nix_cuda_hooks::audit::why::{answer, write_text};
+    use nix_cuda_hooks::audit::Audit;
+    let nodes = clique(12, true);
+    let why = within(60, "answer", move || {
+        answer(&["/s/root".to_string()], &nodes, &["target".to_string()], &Audit::default(), None)
+    });
+    assert_eq!(why.chains.len(), nix_cuda_hooks::audit::why::MAX_CHAINS);
+    let mut text = Vec::new();
+    write_text(&mut text, &why).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.ends_with(
+            "\nchains from /s/root to /s/target: only the first 1000 chains are listed\n"
+        ),
+        "{}",
+        &text[text.len() - 300..]
+    );
+    let json = serde_json::to_value(&why).unwrap();
+    assert_eq!(json["cut"][0]["reason"], "max-chains");
+}
