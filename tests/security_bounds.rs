@@ -258,3 +258,172 @@ fn why_answers_say_when_chains_are_cut() {
     let json = serde_json::to_value(&why).unwrap();
     assert_eq!(json["cut"][0]["reason"], "max-chains");
 }
+
+// ---- NARs ---------------------------------------------------------------
+
+fn put(out: &mut Vec<u8>, s: &[u8]) {
+    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    out.extend_from_slice(s);
+    out.resize(out.len().div_ceil(8) * 8, 0);
+}
+
+fn tokens(out: &mut Vec<u8>, ts: &[&[u8]]) {
+    for t in ts {
+        put(out, t);
+    }
+}
+
+/// A NAR whose root folder holds `n` entries `e000000`...: each an empty
+/// folder, or with `link` a link to `link`.
+fn wide_nar(n: usize, link: Option<&[u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    tokens(&mut out, &[b"nix-archive-1", b"(", b"type", b"directory"]);
+    for i in 0..n {
+        let name = format!("e{i:06}");
+        tokens(&mut out, &[b"entry", b"(", b"name", name.as_bytes(), b"node", b"(", b"type"]);
+        match link {
+            Some(target) => tokens(&mut out, &[b"symlink", b"target", target]),
+            None => tokens(&mut out, &[b"directory"]),
+        }
+        tokens(&mut out, &[b")", b")"]);
+    }
+    tokens(&mut out, &[b")"]);
+    out
+}
+
+fn zstd(bytes: &[u8]) -> Vec<u8> {
+    zstd::stream::encode_all(bytes, 19).unwrap()
+}
+
+/// Allocated bytes below `dir`, and its inodes.
+fn disk_use(dir: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else { return (0, 0) };
+    let mut total = (0, 0);
+    for e in entries.flatten() {
+        let Ok(m) = e.path().symlink_metadata() else { continue };
+        total.0 += m.blocks() * 512;
+        total.1 += 1;
+        if m.is_dir() {
+            let (b, i) = disk_use(&e.path());
+            total = (total.0 + b, total.1 + i);
+        }
+    }
+    total
+}
+
+/// `cuda-elf-inspect ARGS` with `TMPDIR=tmp`, sampling what `tmp` holds
+/// while it runs; killed (the test failed) after `secs`. The output and the
+/// peak (bytes, inodes).
+fn inspect_watched(tmp: &Path, args: &[&str], secs: u64) -> (Output, (u64, u64)) {
+    std::fs::create_dir_all(tmp).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cuda-elf-inspect"));
+    common::outside_build(&mut cmd);
+    let mut child = cmd
+        .args(args)
+        .env("TMPDIR", tmp)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let readers = [
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            std::io::Read::read_to_end(&mut stdout, &mut v).unwrap();
+            v
+        }),
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            std::io::Read::read_to_end(&mut stderr, &mut v).unwrap();
+            v
+        }),
+    ];
+    let start = std::time::Instant::now();
+    let mut peak = (0, 0);
+    let status = loop {
+        let (b, i) = disk_use(tmp);
+        peak = (peak.0.max(b), peak.1.max(i));
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(secs) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("cuda-elf-inspect {args:?}: killed after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let [stdout, stderr] = readers.map(|r| r.join().unwrap());
+    (Output { status, stdout, stderr }, peak)
+}
+
+// ---- 7. folders and links charged to the disk budget ------------------------
+
+#[test]
+fn folders_and_links_of_a_nar_are_charged_to_the_disk_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let target = vec![b'x'; 4000];
+    // The issue's repros: 100,000 links with 4,000-byte targets, 100,000
+    // empty folders, under a 1 MiB budget (372 KB and 93 KB of .nar.zst).
+    for (name, nar) in [
+        ("links.nar.zst", wide_nar(100_000, Some(&target))),
+        ("folders.nar.zst", wide_nar(100_000, None)),
+    ] {
+        let file = d.join(name);
+        std::fs::write(&file, zstd(&nar)).unwrap();
+        let scratch = d.join("tmp");
+        let (out, (bytes, inodes)) =
+            inspect_watched(&scratch, &["--max-unpack-bytes", "1M", file.to_str().unwrap()], 120);
+        let shown = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{shown}");
+        assert!(
+            shown.contains(&format!("{}: e0", file.display()))
+                && shown.contains("more than 1048576 bytes unpacked at once (--max-unpack-bytes)"),
+            "{shown}"
+        );
+        // 1 MiB of budget at 4 KiB and more an entry: about 250 entries.
+        assert!(inodes < 400, "{name}: {inodes} inodes in TMPDIR at once");
+        assert!(bytes < 4 << 20, "{name}: {bytes} bytes in TMPDIR at once");
+        assert!(std::fs::read_dir(&scratch).unwrap().next().is_none(), "TMPDIR was left");
+    }
+}
+
+#[test]
+fn an_archive_makes_at_most_its_budget_s_entries_and_says_so() {
+    use nix_cuda_hooks::store::budget::{Budget, MAX_NAR_ENTRIES};
+    use nix_cuda_hooks::store::nar::{self, NarReader, UnpackError, ENTRY_BYTES};
+    let tmp = tempfile::tempdir().unwrap();
+    assert_eq!(MAX_NAR_ENTRIES, 1_000_000);
+    let budget = Budget::new(1 << 40).with_max_entries(1000);
+    assert_eq!(Budget::new(1).max_entries(), MAX_NAR_ENTRIES);
+    // 999 folders and the root: the limit exactly, each entry charged.
+    let fits = wide_nar(999, None);
+    let done = nar::unpack_within(
+        &mut NarReader::new(&fits[..]),
+        &tmp.path().join("a"),
+        &|_| true,
+        &budget,
+    )
+    .unwrap();
+    assert_eq!(done.entries, 1000);
+    assert_eq!(done.stored, 1000 * ENTRY_BYTES + 999 * 7, "each entry: 4 KiB and its name");
+    assert_eq!(budget.used(), done.stored);
+    let over = wide_nar(1000, None);
+    let err = nar::unpack_within(
+        &mut NarReader::new(&over[..]),
+        &tmp.path().join("b"),
+        &|_| true,
+        &budget,
+    )
+    .unwrap_err();
+    assert!(matches!(err, UnpackError::Entries { limit: 1000, .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "e000999: more than 1000 folders, links and files in one archive (each takes an inode); \
+         the entry is not written"
+    );
+    assert_eq!(budget.used(), done.stored, "the refused archive gave its charges back");
+}
