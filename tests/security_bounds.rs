@@ -427,3 +427,75 @@ fn an_archive_makes_at_most_its_budget_s_entries_and_says_so() {
     );
     assert_eq!(budget.used(), done.stored, "the refused archive gave its charges back");
 }
+
+// ---- 8. no device or FIFO opened through RUNPATH + NEEDED ----------------------
+
+/// Paths a process traced by `strace -y -e trace=open,openat` opened.
+fn opened(trace: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(trace).unwrap();
+    text.lines()
+        .filter(|l| l.contains("open"))
+        .filter_map(|l| {
+            let call = &l[l.find('(')? + 1..];
+            let start = call.find('"')? + 1;
+            Some(call[start..start + call[start..].find('"')?].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn a_local_audit_opens_no_fifo_or_device_that_runpath_and_needed_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::create_dir_all(d.join("trap")).unwrap();
+    std::fs::write(d.join("lib.c"), "int f(void) { return 1; }\n").unwrap();
+    std::fs::write(d.join("m.c"), "int f(void); int main(void) { return f(); }\n").unwrap();
+    let trap = d.join("trap");
+    let cc = tool("cc");
+    common::sh(
+        d,
+        &format!(
+            "{cc} -shared -fPIC -Wl,-soname,libfifo.so -o libfifo.so lib.c && \
+             {cc} -shared -fPIC -Wl,-soname,null -o libnull.so lib.c && \
+             {cc} -o prog m.c -L. -lfifo -Wl,--enable-new-dtags,-rpath,{trap}:/dev && \
+             {cc} -o prog2 m.c -L. -lnull -Wl,--enable-new-dtags,-rpath,/dev && \
+             rm libfifo.so libnull.so && mkfifo trap/libfifo.so",
+            cc = cc.display(),
+            trap = trap.display()
+        ),
+    );
+    let trace = d.join("trace");
+    let bin = env!("CARGO_BIN_EXE_cuda-elf-inspect");
+    let args = ["-f", "-qq", "-e", "trace=open,openat,openat2,creat", "-o"];
+    let mut strace = Command::new("strace");
+    common::outside_build(&mut strace);
+    let child = strace
+        .args(args)
+        .arg(&trace)
+        .args([bin, "prog", "prog2"])
+        .current_dir(d)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strace (tests/tools/install.sh installs it)");
+    let out = within(60, "the audit of a program whose library is a FIFO", move || {
+        child.wait_with_output().unwrap()
+    });
+    let shown = text(&out);
+    let fifo = trap.join("libfifo.so");
+    let paths = opened(&trace);
+    assert!(paths.iter().any(|p| p.ends_with("/prog2")), "strace saw the audit: {paths:?}");
+    for node in [fifo.to_str().unwrap(), "/dev/libfifo.so", "/dev/null"] {
+        assert!(!paths.iter().any(|p| p == node), "{node} was opened: {paths:?}\n{shown}");
+    }
+    assert!(
+        shown.contains(&format!("{}: not a regular file (a FIFO)", fifo.display()))
+            || shown.contains(&format!("{} is a FIFO, not a library (not opened)", fifo.display())),
+        "the finding says what is there: {shown}"
+    );
+    assert!(
+        shown.contains("/dev/null is a character device, not a library (not opened)"),
+        "{shown}"
+    );
+}
