@@ -499,3 +499,100 @@ fn a_local_audit_opens_no_fifo_or_device_that_runpath_and_needed_name() {
         "{shown}"
     );
 }
+
+// ---- 13. decompression bounded by the compressed size ------------------------
+
+/// A NAR of one file `bomb.so` (an ELF header, then `zeros` zero bytes) as
+/// `streams` bzip2 (or zstd) streams of the same zeros, concatenated: made
+/// from one stream repeated, never in memory whole.
+fn concatenated_bomb(zstd_frames: bool, zeros_per_stream: u64, streams: u64) -> Vec<u8> {
+    use std::io::Write;
+    let compress = |data: &[u8]| -> Vec<u8> {
+        if zstd_frames {
+            zstd::stream::encode_all(data, 3).unwrap()
+        } else {
+            let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        }
+    };
+    let size = 64 + zeros_per_stream * streams;
+    let mut head = Vec::new();
+    tokens(&mut head, &[b"nix-archive-1", b"(", b"type", b"regular", b"contents"]);
+    head.extend_from_slice(&size.to_le_bytes());
+    let mut elf = b"\x7fELF\x02\x01\x01".to_vec();
+    elf.resize(64, 0);
+    head.extend_from_slice(&elf);
+    let mut out = compress(&head);
+    let zeros = compress(&vec![0u8; zeros_per_stream as usize]);
+    for _ in 0..streams {
+        out.extend_from_slice(&zeros);
+    }
+    let mut tail = Vec::new();
+    tokens(&mut tail, &[b")"]);
+    out.extend(compress(&tail));
+    out
+}
+
+#[test]
+fn a_nar_file_of_concatenated_zero_streams_is_refused_by_its_expansion() {
+    use nix_cuda_hooks::store::decompress::{FREE_OUTPUT, MAX_EXPANSION};
+    assert_eq!((MAX_EXPANSION, FREE_OUTPUT), (1000, 64 << 20));
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // 64 GiB of zeros: bzip2 from 16 MiB streams, zstd from 64 MiB frames
+    // (the old code decoded them all: 35 s per 8 GiB of bzip2).
+    for (name, zstd_frames, per, count) in
+        [("zeros.nar.bz2", false, 16u64 << 20, 4096u64), ("zeros.nar.zst", true, 64 << 20, 1024)]
+    {
+        let file = d.join(name);
+        std::fs::write(&file, concatenated_bomb(zstd_frames, per, count)).unwrap();
+        let len = std::fs::metadata(&file).unwrap().len();
+        assert!(len < 4 << 20, "{name}: {len} bytes");
+        let start = std::time::Instant::now();
+        let (out, _) = inspect_watched(&d.join("tmp"), &[file.to_str().unwrap()], 60);
+        let took = start.elapsed();
+        let shown = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{shown}");
+        assert!(
+            shown.contains(&format!("{}: ", file.display()))
+                && shown.contains("times the compressed size beyond the first 64 MiB, refused as a decompression bomb"),
+            "{shown}"
+        );
+        // At most 64 MiB + 1000 x the input (under 4 MiB) were decoded.
+        assert!(took < Duration::from_secs(30), "{name}: {took:?}");
+    }
+    // A NAR expanding less than the bound is read whole, past the first
+    // 64 MiB: 128 MiB of zeros as one bzip2 stream per 16 KiB (each about
+    // 45 bytes: some 360 times).
+    let file = d.join("fine.nar.bz2");
+    std::fs::write(&file, concatenated_bomb(false, 16 << 10, 8192)).unwrap();
+    let (out, _) = inspect_watched(&d.join("tmp"), &[file.to_str().unwrap()], 60);
+    assert!(!text(&out).contains("decompression bomb"), "{}", text(&out));
+    // Empty streams make no output: time bounded by the input (200,000
+    // empty zstd frames, 1.8 MB, decode in well under the limit).
+    let mut frames = concatenated_bomb(true, 8, 1);
+    let empty = zstd::stream::encode_all(&[][..], 3).unwrap();
+    let at = frames.len()
+        - zstd::stream::encode_all(
+            &{
+                let mut t = Vec::new();
+                tokens(&mut t, &[b")"]);
+                t
+            }[..],
+            3,
+        )
+        .unwrap()
+        .len();
+    let tail = frames.split_off(at);
+    for _ in 0..200_000 {
+        frames.extend_from_slice(&empty);
+    }
+    frames.extend(tail);
+    let file = d.join("empty-frames.nar.zst");
+    std::fs::write(&file, frames).unwrap();
+    let (out, _) = inspect_watched(&d.join("tmp"), &[file.to_str().unwrap()], 60);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(!shown.contains("decompression bomb"), "{shown}");
+}
