@@ -516,7 +516,7 @@ pub enum UnpackError {
         source: io::Error,
     },
     /// The disk budget is spent (see [`crate::store::budget`]).
-    #[error("{path}: {source}; the file is not written", path = .path.display())]
+    #[error("{path}: {source}; the entry is not written", path = .path.display())]
     Budget {
         /// The file being written, below the archive's root.
         path: PathBuf,
