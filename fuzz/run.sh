@@ -13,7 +13,7 @@ cd "$(dirname "$0")"
 secs=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(reader hostelf runpath capabilities emitters nar nar_unpack)
+[ ${#targets[@]} -gt 0 ] || targets=(reader hostelf runpath capabilities emitters nar nar_unpack printf)
 jobs=${JOBS:-2}
 [ -d corpus ] || ./seeds.sh
 # cargo-fuzz from crates.io when missing (pinned; builds in about 4 minutes).

@@ -10,7 +10,7 @@ root=$(cd .. && pwd)
 out=corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters,nar,nar_unpack,dlopen}
+mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters,nar,nar_unpack,dlopen,printf}
 
 # gcc-built host files: every layout the writer has a strategy for.
 cat >"$work/lib.c" <<'C'
@@ -121,6 +121,16 @@ printf '[{"feature":"x","description":"y","priority":"required","soname":["liba.
 python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read()+b"\0"; d+=b"\0"*(-len(d)%4); sys.stdout.buffer.write(struct.pack("<III",4,len(d),0x407c0c0a)+b"FDO\0"+d)' "$work/json" >"$work/note" || true
 objcopy --add-section .note.dlopen="$work/note" "$work/libdl.so" "$work/libnote.so" 2>/dev/null || true
 cp "$work"/libdl.so "$work"/libnote.so "$out/dlopen/" 2>/dev/null || true
-for t in reader hostelf runpath capabilities emitters nar nar_unpack dlopen; do
+# printf: a pattern, a NUL, a name (the patterns dlopen callers use, and
+# issue 29's case of many conversions against a long library name).
+i=0
+for s in 'libplug%d.so\0libplug12.so' 'libnvrtc.so.%d.%d\0libnvrtc.so.12.9' \
+    'lib%s.so\0libnccl-net.so' 'lib%02d%%.so\0lib07%.so' 'lib%p.so\0lib0x1.so' \
+    'libcudnn_%s.so.%d\0libcudnn_engines_precompiled.so.9' \
+    'libc%s%s%s%s%s%s%s%s%s%s%s%s%s%s.so\0libcudnn_engines_precompiled.so.9.19.0' \
+    'lib%x%X%u%i.so\0libff0A12.so' 'lib%\0lib'; do
+    printf '%b' "$s" >"$out/printf/seed-$i"; i=$((i + 1))
+done
+for t in reader hostelf runpath capabilities emitters nar nar_unpack dlopen printf; do
     echo "$t: $(ls "$out/$t" | wc -l) seeds"
 done

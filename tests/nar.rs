@@ -707,7 +707,16 @@ fn nar_around_big_file(size: u64) -> (Vec<u8>, Vec<u8>) {
 /// head in a raw block, the zeros in 128 KiB RLE blocks (4 bytes each), the
 /// tail in a last raw block. `window` is the frame's window descriptor.
 fn zstd_bomb(window: u8, size: u64) -> Vec<u8> {
-    let (head, tail) = nar_around_big_file(size);
+    zstd_bomb_diluted(window, size, false)
+}
+
+/// [`zstd_bomb`]; with `diluted`, a raw block of 2 KiB (not zeros) after
+/// every 1 MiB of zeros: the stream expands about 500 times, under the bound
+/// on expansion (issue 29), so it is decoded to its end.
+fn zstd_bomb_diluted(window: u8, size: u64, diluted: bool) -> Vec<u8> {
+    // The file holds the zeros and the raw blocks.
+    let extra = if diluted { (size >> 20) * 2048 } else { 0 };
+    let (head, tail) = nar_around_big_file(size + extra);
     let block = |size: usize, kind: u32, last: bool| {
         (((size as u32) << 3) | (kind << 1) | u32::from(last)).to_le_bytes()[..3].to_vec()
     };
@@ -715,9 +724,13 @@ fn zstd_bomb(window: u8, size: u64) -> Vec<u8> {
     out.extend(block(head.len(), 0, false));
     out.extend(head);
     assert_eq!(size % (128 << 10), 0);
-    for _ in 0..size / (128 << 10) {
+    for i in 0..size / (128 << 10) {
         out.extend(block(128 << 10, 1, false));
         out.push(0);
+        if diluted && i % 8 == 7 {
+            out.extend(block(2048, 0, false));
+            out.extend(std::iter::repeat_n(0x5a, 2048));
+        }
     }
     out.extend(block(tail.len(), 0, true));
     out.extend(tail);
@@ -749,7 +762,7 @@ fn hostile_nar_files_are_refused_in_bounded_memory() {
     if let Ok(case) = std::env::var(CHILD) {
         let file = match case.as_str() {
             "zstd-2tib-window" => nar("bomb.nar.zst", zstd_bomb(0xf8, 1 << 30)),
-            "zstd-128mib-window" => nar("ok.nar.zst", zstd_bomb(0x88, 1 << 30)),
+            "zstd-128mib-window" => nar("ok.nar.zst", zstd_bomb_diluted(0x88, 1 << 30, true)),
             "nar-2pow62-file" => {
                 let (mut plain, _) = nar_around_big_file(1 << 62);
                 plain.extend(std::iter::repeat_n(0x7f, 1 << 20));

@@ -105,8 +105,10 @@ struct Remembered {
 /// What a candidate path for a NEEDED name is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Candidate {
-    /// No regular file there (or it cannot be opened).
+    /// Nothing there (or it cannot be opened).
     Absent,
+    /// Something that is not a regular file (what it is), not opened.
+    NotRegular(&'static str),
     /// A file, not ELF.
     NotElf,
     /// An ELF file for this machine, class and byte order.
@@ -226,6 +228,20 @@ impl Resolver {
         }
     }
 
+    /// The candidates of a search that turned out not to be regular files
+    /// (a device, a FIFO: never opened), with what each is, for the
+    /// finding of a NEEDED name found nowhere.
+    pub fn not_files(&self, dirs: &[PathBuf], name: &str) -> Vec<(PathBuf, &'static str)> {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        dirs.iter()
+            .map(|d| d.join(name))
+            .filter_map(|p| match seen.get(&p) {
+                Some(Candidate::NotRegular(kind)) => Some((p, *kind)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Whether `path` is a file the loader would accept: it exists and, when
     /// a class and machine are given, is an ELF of that class and machine
     /// (the loader skips others and goes on searching).
@@ -252,7 +268,7 @@ impl Resolver {
         });
         let yes = |b: bool| if b { Usable::Yes } else { Usable::No };
         match (kind, target) {
-            (Candidate::Absent, _) => Usable::No,
+            (Candidate::Absent | Candidate::NotRegular(_), _) => Usable::No,
             (Candidate::Unfetched(p), _) => Usable::Unknown(p),
             (_, None) => Usable::Yes,
             (Candidate::NotElf, Some(_)) => Usable::No,
@@ -261,14 +277,18 @@ impl Resolver {
     }
 }
 
-/// Looks at a candidate file (its first 20 bytes).
+/// Looks at a candidate file (its first 20 bytes). Only a regular file is
+/// opened: the path is a RUNPATH entry and a NEEDED name of the file
+/// audited, which may name `/dev/watchdog` (issue 29).
 fn probe(path: &Path) -> Candidate {
-    let Ok(mut file) = crate::devicecode::host::open_nonblocking(path) else {
+    use crate::devicecode::host;
+    let Ok(meta) = std::fs::metadata(path) else { return Candidate::Absent };
+    if let Some(kind) = host::not_regular(&meta) {
+        return Candidate::NotRegular(kind);
+    }
+    let Ok(mut file) = host::open_regular(path) else {
         return Candidate::Absent;
     };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return Candidate::Absent;
-    }
     let mut head = [0u8; 20];
     if file.read_exact(&mut head).is_err() || &head[..4] != b"\x7fELF" {
         return Candidate::NotElf;

@@ -222,10 +222,11 @@ pub fn interesting(head: &[u8]) -> bool {
 /// Reads the first bytes of a file; `Ok(false)` for files not worth mapping.
 fn sniff(path: &Path) -> std::io::Result<bool> {
     let mut head = [0u8; 8];
-    let mut f = host::open_nonblocking(path)?;
-    if !f.metadata()?.is_file() {
+    // A FIFO or a device in the tree is not read, nor opened.
+    if !std::fs::metadata(path)?.is_file() {
         return Ok(false);
     }
+    let mut f = host::open_regular(path)?;
     let n = f.read(&mut head)?;
     Ok(interesting(&head[..n]))
 }

@@ -40,6 +40,20 @@ pub struct Why {
     /// Paths asked about that are not in the closure.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_in_closure: Vec<String>,
+    /// The (root, target) pairs whose chains are not all listed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cut: Vec<Incomplete>,
+}
+
+/// A listing of chains that stopped early.
+#[derive(Debug, Clone, Serialize)]
+pub struct Incomplete {
+    /// The root the chains start at.
+    pub root: String,
+    /// The path asked about.
+    pub target: String,
+    /// Why the listing stopped.
+    pub reason: Cut,
 }
 
 /// One path's part of the closure.
@@ -127,16 +141,26 @@ pub fn answer(
         targets.extend(found.into_iter().map(str::to_string));
     }
     let mut chains = Vec::new();
+    let mut cut = Vec::new();
+    let indexed = Graph::new(nodes);
+    let mut steps = MAX_STEPS;
     for target in &targets {
         let why = build_only(target);
         for root in roots {
-            for walk in all_paths(&graph, root, target) {
-                let hops = walk.windows(2).map(|w| hop(audit, w[0], w[1])).collect();
+            let (walks, stopped) = indexed.all_paths(root, target, &mut steps);
+            for walk in walks {
+                let hops = walk
+                    .windows(2)
+                    .map(|w| hop(audit, indexed.names[w[0]], indexed.names[w[1]]))
+                    .collect();
                 chains.push(Chain { target: target.clone(), build_only: why.clone(), hops });
+            }
+            if let Some(reason) = stopped {
+                cut.push(Incomplete { root: root.clone(), target: target.clone(), reason });
             }
         }
     }
-    Why { roots: roots.to_vec(), total_nar_size: total, paths, chains, not_in_closure }
+    Why { roots: roots.to_vec(), total_nar_size: total, paths, chains, not_in_closure, cut }
 }
 
 /// Whether store path `path` is the one `asked` names.
@@ -146,67 +170,211 @@ fn matches(path: &str, asked: &str) -> bool {
     path == asked.trim_end_matches('/') || base == asked || name == asked
 }
 
-/// Every chain from `from` to `to` (each a list of paths), at most
-/// [`MAX_CHAINS`], in the order of the sorted references.
-fn all_paths<'g>(
-    graph: &BTreeMap<&'g str, &'g Node>,
-    from: &'g str,
-    to: &str,
-) -> Vec<Vec<&'g str>> {
-    let mut out = Vec::new();
-    let mut stack = vec![from];
-    let reaches = reaching(graph, to);
-    if reaches.contains(from) {
-        extend(graph, &reaches, to, &mut stack, &mut out);
-    }
-    out
+/// The most references one `--why` answer may look at, over all its chains
+/// (an indexed step: a few nanoseconds; the limit is well under a second).
+/// A closure with cycles, which only a hostile cache serves (Nix refuses a
+/// reference cycle between store paths), makes the search re-check which
+/// paths still lead to the target at each step: polynomial, but on a
+/// thousands-path closure with thousands of chains it could still take long.
+/// Reaching this bound ends the listing with a note, as [`MAX_CHAINS`] does.
+pub const MAX_STEPS: u64 = 50_000_000;
+
+/// The chains from one root to one target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Search {
+    /// Each chain, root first, target last, in the order of the sorted
+    /// references (depth first), at most [`MAX_CHAINS`].
+    pub chains: Vec<Vec<String>>,
+    /// References looked at (bounded by the budget given).
+    pub steps: u64,
+    /// Why the listing stopped before every chain was found, if it did.
+    pub cut: Option<Cut>,
 }
 
-fn extend<'g>(
-    graph: &BTreeMap<&'g str, &'g Node>,
-    reaches: &BTreeSet<&'g str>,
-    to: &str,
-    stack: &mut Vec<&'g str>,
-    out: &mut Vec<Vec<&'g str>>,
-) {
-    let Some(&last) = stack.last() else { return };
-    if last == to {
-        out.push(stack.clone());
-        return;
-    }
-    let Some(node) = graph.get(last) else { return };
-    let mut next: Vec<&str> = node.references.iter().map(String::as_str).collect();
-    next.sort_unstable();
-    for r in next {
-        if out.len() >= MAX_CHAINS {
-            return;
-        }
-        let Some((&key, _)) = graph.get_key_value(r) else { continue };
-        if reaches.contains(key) && !stack.contains(&key) {
-            stack.push(key);
-            extend(graph, reaches, to, stack, out);
-            stack.pop();
+/// Why a listing of chains is not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cut {
+    /// [`MAX_CHAINS`] chains were listed.
+    MaxChains,
+    /// The search took [`MAX_STEPS`] steps.
+    MaxSteps,
+}
+
+impl Cut {
+    fn describe(self) -> String {
+        match self {
+            Cut::MaxChains => format!("only the first {MAX_CHAINS} chains are listed"),
+            Cut::MaxSteps => format!(
+                "the search stopped after {MAX_STEPS} steps (a closure with reference cycles); \
+                 the chains found are listed"
+            ),
         }
     }
 }
 
-/// The paths from which `to` can be reached (itself included).
-fn reaching<'g>(graph: &BTreeMap<&'g str, &'g Node>, to: &str) -> BTreeSet<&'g str> {
-    let mut back: BTreeMap<&str, Vec<&'g str>> = BTreeMap::new();
-    for (&p, n) in graph {
-        for r in &n.references {
-            back.entry(r.as_str()).or_default().push(p);
+/// Every chain from `from` to `to` in the closure `nodes`, as
+/// [`answer`] lists them, with at most `budget` steps.
+pub fn search(nodes: &[Node], from: &str, to: &str, budget: u64) -> Search {
+    let graph = Graph::new(nodes);
+    let mut steps = budget;
+    let (walks, cut) = graph.all_paths(from, to, &mut steps);
+    let chains = walks.iter().map(|w| w.iter().map(|&i| graph.names[i].to_string()).collect());
+    Search { chains: chains.collect(), steps: budget - steps, cut }
+}
+
+/// The closure as numbered paths: references sorted by name (the order
+/// chains are listed in), those outside the closure and repeats dropped.
+struct Graph<'g> {
+    names: Vec<&'g str>,
+    index: BTreeMap<&'g str, usize>,
+    refs: Vec<Vec<usize>>,
+    back: Vec<Vec<usize>>,
+}
+
+impl<'g> Graph<'g> {
+    fn new(nodes: &'g [Node]) -> Graph<'g> {
+        let index: BTreeMap<&str, usize> =
+            nodes.iter().enumerate().map(|(i, n)| (n.path.as_str(), i)).collect();
+        let names = nodes.iter().map(|n| n.path.as_str()).collect();
+        let mut refs: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        let mut back: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        for (i, n) in nodes.iter().enumerate() {
+            let mut next: Vec<&str> = n.references.iter().map(String::as_str).collect();
+            next.sort_unstable();
+            next.dedup();
+            refs[i] = next.iter().filter_map(|r| index.get(r).copied()).collect();
+            for &r in &refs[i] {
+                back[r].push(i);
+            }
         }
+        Graph { names, index, refs, back }
     }
-    let mut seen = BTreeSet::new();
-    let Some((&start, _)) = graph.get_key_value(to) else { return seen };
-    let mut todo = vec![start];
-    while let Some(p) = todo.pop() {
-        if seen.insert(p) {
-            todo.extend(back.get(p).into_iter().flatten().copied());
+
+    /// Every chain from `from` to `to`, at most [`MAX_CHAINS`], each step
+    /// taken from `steps`.
+    ///
+    /// Only a path from which `to` can still be reached without passing
+    /// through the chain so far is entered, so every path entered ends in
+    /// at least one chain and the work is bounded by the chains listed
+    /// (times their length and the closure's size), not by the number of
+    /// dead ends (factorial on a clique of paths referring to each other
+    /// and back to the root). In a closure without cycles, what Nix makes,
+    /// the paths that reach `to` are found once; with cycles, again at
+    /// each step, without the chain's paths.
+    fn all_paths(&self, from: &str, to: &str, steps: &mut u64) -> (Vec<Vec<usize>>, Option<Cut>) {
+        let mut walk =
+            Walk { graph: self, out: Vec::new(), on_stack: vec![false; self.names.len()], steps };
+        let (Some(&from), Some(&to)) = (self.index.get(from), self.index.get(to)) else {
+            return (Vec::new(), None);
+        };
+        let Ok(reaches) = walk.reaching(to) else { return (Vec::new(), Some(Cut::MaxSteps)) };
+        if !reaches[from] {
+            return (Vec::new(), None);
         }
+        let cyclic = walk.cyclic(&reaches);
+        let mut stack = vec![from];
+        walk.on_stack[from] = true;
+        let cut = walk.extend(to, &reaches, cyclic, &mut stack).err();
+        let cut = cut.or((walk.out.len() >= MAX_CHAINS).then_some(Cut::MaxChains));
+        (walk.out, cut)
     }
-    seen
+}
+
+/// One depth-first listing of chains.
+struct Walk<'a, 'g> {
+    graph: &'a Graph<'g>,
+    out: Vec<Vec<usize>>,
+    on_stack: Vec<bool>,
+    steps: &'a mut u64,
+}
+
+impl Walk<'_, '_> {
+    /// Takes `n` steps from the budget, or says it is spent.
+    fn step(&mut self, n: u64) -> Result<(), Cut> {
+        *self.steps = self.steps.checked_sub(n).ok_or(Cut::MaxSteps)?;
+        Ok(())
+    }
+
+    fn extend(
+        &mut self,
+        to: usize,
+        reaches: &[bool],
+        cyclic: bool,
+        stack: &mut Vec<usize>,
+    ) -> Result<(), Cut> {
+        let Some(&last) = stack.last() else { return Ok(()) };
+        if last == to {
+            self.out.push(stack.clone());
+            return Ok(());
+        }
+        // With cycles, a path that reaches `to` only through the chain so
+        // far leads nowhere: what reaches `to` is found again without it.
+        let fresh;
+        let live = if cyclic {
+            fresh = self.reaching(to)?;
+            &fresh
+        } else {
+            reaches
+        };
+        let graph = self.graph;
+        for &r in &graph.refs[last] {
+            if self.out.len() >= MAX_CHAINS {
+                return Ok(());
+            }
+            self.step(1)?;
+            if live[r] && !self.on_stack[r] {
+                stack.push(r);
+                self.on_stack[r] = true;
+                let done = self.extend(to, reaches, cyclic, stack);
+                self.on_stack[r] = false;
+                stack.pop();
+                done?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The paths from which `to` can be reached (itself included) without
+    /// passing through a path of the chain being built.
+    fn reaching(&mut self, to: usize) -> Result<Vec<bool>, Cut> {
+        let mut seen = vec![false; self.graph.names.len()];
+        let mut todo = vec![to];
+        seen[to] = true;
+        while let Some(p) = todo.pop() {
+            self.step(1 + self.graph.back[p].len() as u64)?;
+            for &q in &self.graph.back[p] {
+                if !seen[q] && !self.on_stack[q] {
+                    seen[q] = true;
+                    todo.push(q);
+                }
+            }
+        }
+        Ok(seen)
+    }
+
+    /// Whether the paths that reach the target hold a cycle (Kahn's
+    /// algorithm on them).
+    fn cyclic(&self, reaches: &[bool]) -> bool {
+        let graph = self.graph;
+        let n = graph.names.len();
+        let mut pending = vec![0usize; n];
+        for p in (0..n).filter(|&p| reaches[p]) {
+            pending[p] = graph.refs[p].iter().filter(|&&r| reaches[r]).count();
+        }
+        let mut todo: Vec<usize> = (0..n).filter(|&p| reaches[p] && pending[p] == 0).collect();
+        let mut done = 0;
+        while let Some(p) = todo.pop() {
+            done += 1;
+            for &q in graph.back[p].iter().filter(|&&q| reaches[q]) {
+                pending[q] -= 1;
+                if pending[q] == 0 {
+                    todo.push(q);
+                }
+            }
+        }
+        done < reaches.iter().filter(|&&r| r).count()
+    }
 }
 
 /// The hop `from -> to`, with the first place in `from`'s files that holds
@@ -264,6 +432,9 @@ pub fn write_text(out: &mut dyn std::io::Write, why: &Why) -> std::io::Result<()
     }
     for p in &why.not_in_closure {
         writeln!(out, "\n{} is not in the closure", shown(p))?;
+    }
+    for c in &why.cut {
+        writeln!(out, "\nchains from {} to {}: {}", c.root, c.target, c.reason.describe())?;
     }
     Ok(())
 }

@@ -436,17 +436,67 @@ impl Mapped {
     }
 }
 
-/// Opens `path` for reading without blocking on a FIFO (or a device that
-/// waits for a peer): `O_NONBLOCK` has no effect on regular files.
-pub fn open_nonblocking(path: &Path) -> io::Result<File> {
+/// Opens `path` for reading if it is a regular file (links followed), and
+/// only then: the path may come from a RUNPATH and a NEEDED name or a thin
+/// archive's member name, that is from a stranger, and opening a device is
+/// an action (`/dev/watchdog` arms a reboot, a tty becomes the controlling
+/// terminal, a FIFO waits for a writer). So the path is `stat`ed first and
+/// anything else is refused unopened, naming what it is; the open itself
+/// carries `O_NOCTTY | O_NONBLOCK` for a node swapped in between, and the
+/// descriptor is checked again.
+pub fn open_regular(path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)
+    check_regular(&std::fs::metadata(path)?)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    check_regular(&file.metadata()?)?;
+    Ok(file)
+}
+
+/// `EISDIR` for a folder, an error naming the kind of anything else that is
+/// not a regular file.
+pub fn check_regular(meta: &std::fs::Metadata) -> io::Result<()> {
+    if meta.is_dir() {
+        return Err(io::Error::from_raw_os_error(libc::EISDIR));
+    }
+    match not_regular(meta) {
+        Some(kind) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("not a regular file ({kind}), not opened"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// What a file that is not a regular file is (`a FIFO`, `a character
+/// device`...), or `None` for a regular file.
+pub fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    Some(if t.is_file() {
+        return None;
+    } else if t.is_dir() {
+        "a folder"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    })
 }
 
 /// Maps `path` read-only. Anything but a regular file (a FIFO, a socket, a
-/// device named on the command line) is an error, never a read that blocks.
+/// device named on the command line or by a thin archive) is an error,
+/// never opened ([`open_regular`]).
 pub fn map(path: &Path) -> io::Result<Mapped> {
-    let file = open_nonblocking(path)?;
+    let file = open_regular(path)?;
     map_file(&file)
 }
 

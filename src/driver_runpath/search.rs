@@ -194,29 +194,74 @@ fn list(dir: &Path) -> Result<HashSet<OsString>, PathError> {
 /// decimal digits, `%x`/`%X` for hex digits, `%s` for a non-empty text
 /// without `/`, `%%` for `%`; any other conversion makes the pattern match
 /// nothing (it cannot be read safely).
+///
+/// Both the pattern and the name come from files a build or a stranger
+/// wrote (a `dlopen` string, a folder listing), so the match is a scan of
+/// the name with the set of pattern positions it may be at (a Thompson
+/// automaton): time is `O(name x pattern)`, never exponential (trying every
+/// length of each conversion in turn took minutes for 14 `%s` against one
+/// library name, issue 29).
 pub fn printf_matches(pattern: &[u8], name: &[u8]) -> bool {
-    match pattern.split_first() {
-        None => name.is_empty(),
-        Some((b'%', rest)) => {
-            // Flags, width and length modifiers are skipped: `%02d`, `%ld`.
-            let spec_at = rest.iter().position(|b| !b"0123456789-+ #.lhzjt".contains(b));
-            let Some(at) = spec_at else { return false };
-            let after = &rest[at + 1..];
-            let accept: fn(u8) -> bool = match rest[at] {
-                b'%' => {
-                    return name.first() == Some(&b'%') && printf_matches(after, &name[1..]);
-                }
-                b'd' | b'i' | b'u' => |b| b.is_ascii_digit(),
-                b'x' | b'X' => |b| b.is_ascii_hexdigit(),
-                b's' => |b| b != b'/',
-                _ => return false,
-            };
-            // At least one character; try every length (names are short).
-            let run = name.iter().take_while(|&&b| accept(b)).count();
-            (1..=run).any(|n| printf_matches(after, &name[n..]))
+    let Some(tokens) = printf_tokens(pattern) else { return false };
+    let n = tokens.len();
+    // `at[j]`: the name so far can be the output of tokens `..j`;
+    // `inside[j]`: of tokens `..j` and at least one byte of conversion `j`.
+    let (mut at, mut inside) = (vec![false; n + 1], vec![false; n]);
+    let (mut next_at, mut next_inside) = (vec![false; n + 1], vec![false; n]);
+    at[0] = true;
+    for &b in name {
+        next_at.fill(false);
+        next_inside.fill(false);
+        for (j, token) in tokens.iter().enumerate() {
+            match *token {
+                Token::Byte(c) => next_at[j + 1] |= at[j] && b == c,
+                Token::Run(accept) => next_inside[j] = (at[j] || inside[j]) && accept(b),
+            }
         }
-        Some((&c, rest)) => name.first() == Some(&c) && printf_matches(rest, &name[1..]),
+        // A conversion that took a byte may end there.
+        for j in 0..n {
+            next_at[j + 1] |= next_inside[j];
+        }
+        if !next_at.iter().chain(&next_inside).any(|&s| s) {
+            return false;
+        }
+        std::mem::swap(&mut at, &mut next_at);
+        std::mem::swap(&mut inside, &mut next_inside);
     }
+    at[n]
+}
+
+/// One piece of a printf pattern: a byte to match as is, or a conversion:
+/// one or more bytes that `accept`.
+#[derive(Clone, Copy)]
+enum Token {
+    Byte(u8),
+    Run(fn(u8) -> bool),
+}
+
+/// The pattern's pieces; `None` when a conversion is one this search does
+/// not read (or the pattern ends inside one).
+fn printf_tokens(pattern: &[u8]) -> Option<Vec<Token>> {
+    let mut tokens = Vec::with_capacity(pattern.len());
+    let mut rest = pattern;
+    while let Some((&c, after)) = rest.split_first() {
+        if c != b'%' {
+            tokens.push(Token::Byte(c));
+            rest = after;
+            continue;
+        }
+        // Flags, width and length modifiers are skipped: `%02d`, `%ld`.
+        let at = after.iter().position(|b| !b"0123456789-+ #.lhzjt".contains(b))?;
+        tokens.push(match after[at] {
+            b'%' => Token::Byte(b'%'),
+            b'd' | b'i' | b'u' => Token::Run(|b| b.is_ascii_digit()),
+            b'x' | b'X' => Token::Run(|b| b.is_ascii_hexdigit()),
+            b's' => Token::Run(|b| b != b'/'),
+            _ => return None,
+        });
+        rest = &after[at + 1..];
+    }
+    Some(tokens)
 }
 
 #[cfg(test)]

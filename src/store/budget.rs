@@ -46,12 +46,20 @@ impl Default for Limits {
     }
 }
 
-/// Bytes that may be on disk at once. Charged as file data is written,
-/// credited back when it is removed.
+/// The most entries (folders, links and files written) one archive may
+/// make: each is an inode of the temporary folder's file system, a limit of
+/// its own on tmpfs (`nr_inodes`) and ext4. A CUDA toolkit's largest store
+/// path has about 20,000; the largest in Nixpkgs (TeX Live's, kernel
+/// sources) a few hundred thousand.
+pub const MAX_NAR_ENTRIES: u64 = 1_000_000;
+
+/// Bytes that may be on disk at once. Charged as file data is written and
+/// entries are made, credited back when they are removed.
 #[derive(Debug)]
 pub struct Budget {
     limit: u64,
     used: AtomicU64,
+    max_entries: u64,
 }
 
 /// The budget is spent: the write of `wanted` more bytes was refused.
@@ -65,7 +73,18 @@ pub struct Exceeded {
 impl Budget {
     /// A budget of `limit` bytes.
     pub const fn new(limit: u64) -> Budget {
-        Budget { limit, used: AtomicU64::new(0) }
+        Budget { limit, used: AtomicU64::new(0), max_entries: MAX_NAR_ENTRIES }
+    }
+
+    /// This budget with at most `n` entries per archive instead of
+    /// [`MAX_NAR_ENTRIES`] (tests).
+    pub const fn with_max_entries(self, n: u64) -> Budget {
+        Budget { max_entries: n, ..self }
+    }
+
+    /// The most entries one archive may make.
+    pub fn max_entries(&self) -> u64 {
+        self.max_entries
     }
 
     /// No limit (tests, the fuzz targets).

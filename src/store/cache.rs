@@ -20,7 +20,7 @@ use sha2::Digest as _;
 
 use crate::store::budget::{Budget, Limits};
 use crate::store::confine;
-use crate::store::decompress::decompressor;
+use crate::store::decompress::{decompressor, decompressor_bounded};
 use crate::store::nar::{self, NarReader, UnpackError, Unpacked};
 use crate::store::narinfo::{
     check_base_name, Compression, NarInfo, NarInfoError, PublicKey, Sha256,
@@ -266,7 +266,10 @@ impl Cache {
     ) -> Result<Unpacked, CacheError> {
         let store_path = info.store_path.as_str();
         let compressed = self.get(store_path, &info.url)?;
-        let stream = decompressor(&info.compression, compressed).map_err(|compression| {
+        // Without a trusted key the NarSize is the cache's word only: the
+        // stream may not expand more than a NAR does.
+        let open = if self.keys.is_empty() { decompressor_bounded } else { decompressor };
+        let stream = open(&info.compression, compressed).map_err(|compression| {
             CacheError::Compression { path: store_path.to_string(), compression }
         })?;
         let expected = Some((&info.nar_hash, info.nar_size));
@@ -444,7 +447,7 @@ pub fn unpack_file(
         url: shown.clone(),
         reason: crate::error::describe_io(&e),
     })?;
-    let stream = decompressor(&compression, Box::new(input))
+    let stream = decompressor_bounded(&compression, Box::new(input))
         .map_err(|compression| CacheError::Compression { path: shown.clone(), compression })?;
     let result =
         unpack_verified(stream, dest, keep, None, stall, disk).map_err(|e| e.named(&shown));

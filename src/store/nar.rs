@@ -494,8 +494,10 @@ pub struct Unpacked {
     pub left_out: u64,
     /// Directories and symlinks made.
     pub others: u64,
-    /// Bytes that take disk space: [`Unpacked::bytes`] less the runs of
-    /// zeros left as holes (what the [`Budget`] was charged).
+    /// Entries made: [`Unpacked::files`] and [`Unpacked::others`].
+    pub entries: u64,
+    /// What the [`Budget`] was charged: [`Unpacked::bytes`] less the runs
+    /// of zeros left as holes, and each entry's [`entry_cost`].
     pub stored: u64,
 }
 
@@ -514,13 +516,45 @@ pub enum UnpackError {
         source: io::Error,
     },
     /// The disk budget is spent (see [`crate::store::budget`]).
-    #[error("{path}: {source}; the file is not written", path = .path.display())]
+    #[error("{path}: {source}; the entry is not written", path = .path.display())]
     Budget {
         /// The file being written, below the archive's root.
         path: PathBuf,
         /// The limit.
         source: Exceeded,
     },
+    /// The archive holds more entries than the budget allows
+    /// ([`crate::store::budget::MAX_NAR_ENTRIES`]).
+    #[error(
+        "{path}: more than {limit} folders, links and files in one archive (each takes an \
+         inode); the entry is not written",
+        path = .path.display()
+    )]
+    Entries {
+        /// The first entry over the limit, below the archive's root.
+        path: PathBuf,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+/// What every entry written costs of the disk budget besides its name, its
+/// link target and its file data: one block of 4 KiB, what a folder or a
+/// link with a long target takes on ext4 (tmpfs charges a page per folder
+/// too), and more than an inode and a directory entry. So `N` bytes of
+/// `--max-unpack-bytes` make at most `N / 4096` entries: 100,000 empty
+/// folders (93 KB of `.nar.zst`) need 400 MB of budget, as they take.
+pub const ENTRY_BYTES: u64 = 4096;
+
+/// What creating `entry` (not its file data) is charged: [`ENTRY_BYTES`],
+/// its name and its link target.
+fn entry_cost(entry: &Entry) -> u64 {
+    let name = entry.path.file_name().map_or(0, |n| n.len()) as u64;
+    let target = match &entry.kind {
+        EntryKind::Symlink { target } => target.len() as u64,
+        _ => 0,
+    };
+    ENTRY_BYTES + name + target
 }
 
 /// [`unpack_within`] without a disk budget.
@@ -541,8 +575,10 @@ pub fn unpack<R: Read>(
 ///
 /// Disk use is bounded: runs of zeros of [`HOLE`] bytes are left as holes
 /// (a file of 4 GiB of zeros takes no space), and every byte written is
-/// charged to `budget` first; a write over it stops the unpacking with
-/// [`UnpackError::Budget`]. On an error what this call charged is given
+/// charged to `budget` first, as is every entry made ([`entry_cost`]: a
+/// folder or a link takes disk too); a write over it stops the unpacking
+/// with [`UnpackError::Budget`]. More entries than [`Budget::max_entries`]
+/// stop it with [`UnpackError::Entries`]. On an error what this call charged is given
 /// back (the caller removes `dest`); on success it stays charged
 /// ([`Unpacked::stored`]) until the caller gives it back.
 pub fn unpack_within<R: Read>(
@@ -575,8 +611,23 @@ fn unpack_entries<R: Read>(
             dest.join(&entry.path)
         };
         let write = |e| UnpackError::Write { path: path.clone(), source: e };
+        let over = |source| UnpackError::Budget { path: entry.path.clone(), source };
+        // A regular file is charged once `keep` takes it (one refused
+        // makes nothing on disk).
+        let make = |done: &mut Unpacked| -> Result<(), UnpackError> {
+            if done.entries >= budget.max_entries() {
+                let limit = budget.max_entries();
+                return Err(UnpackError::Entries { path: entry.path.clone(), limit });
+            }
+            let cost = entry_cost(&entry);
+            budget.charge(cost).map_err(over)?;
+            done.stored += cost;
+            done.entries += 1;
+            Ok(())
+        };
         match entry.kind {
             EntryKind::Directory => {
+                make(done)?;
                 match fs::create_dir(&path) {
                     Err(e) if !(entry.path.as_os_str().is_empty() && is_empty_dir(&path)) => {
                         return Err(write(e));
@@ -585,8 +636,9 @@ fn unpack_entries<R: Read>(
                 }
                 done.others += 1;
             }
-            EntryKind::Symlink { target } => {
-                symlink(std::ffi::OsStr::from_bytes(&target), &path).map_err(write)?;
+            EntryKind::Symlink { ref target } => {
+                make(done)?;
+                symlink(std::ffi::OsStr::from_bytes(target), &path).map_err(write)?;
                 done.others += 1;
             }
             EntryKind::Regular { executable, size } => {
@@ -597,7 +649,7 @@ fn unpack_entries<R: Read>(
                     done.left_out += 1;
                     continue;
                 }
-                let over = |source| UnpackError::Budget { path: entry.path.clone(), source };
+                make(done)?;
                 budget.charge(want as u64).map_err(over)?;
                 done.stored += want as u64;
                 let mode = if executable { 0o755 } else { 0o644 };

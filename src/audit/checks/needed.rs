@@ -59,11 +59,15 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
             undecided.push((name, store_paths));
             continue;
         }
-        if let Resolution::Missing(searched) = resolution {
-            let list: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
+        if let Resolution::Missing(dirs) = resolution {
+            let list: Vec<String> = dirs.iter().map(|p| p.display().to_string()).collect();
             let searched =
                 if list.is_empty() { "nothing to search".to_string() } else { list.join(":") };
             let mut message = format!("NEEDED {name} is found nowhere (searched {searched})");
+            for (p, kind) in policy.resolver.not_files(&dirs, name) {
+                message
+                    .push_str(&format!("; {} is {kind}, not a library (not opened)", p.display()));
+            }
             if foreign {
                 message.push_str(&format!(
                     "; the file is for {}, so this machine's library folders do not count{}",
