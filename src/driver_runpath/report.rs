@@ -11,7 +11,7 @@ use super::plan::DriverRule;
 use crate::elf::classify::Skip;
 use crate::elf::patch::Strategy;
 use crate::elf::runpath::Tag;
-use crate::fs::atomic::Recovery;
+use crate::fs::side::Recovery;
 
 /// What happened to one file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -139,10 +139,13 @@ pub enum WalkEvent {
     /// A folder, entry or side file that could not be read, removed or
     /// replayed (also in [`RunReport::walk_errors`]).
     Error(String),
-    /// A temporary file left by a killed run, removed.
-    RemovedTemp(PathBuf),
-    /// A journal left by a killed run, replayed and removed.
+    /// A journal left by a killed run, replayed (its temporary file
+    /// removed, or its in-place patch finished or undone) and removed.
     Replayed(PathBuf, Recovery),
+    /// A file named like our side files that is not provably ours, or that
+    /// a running process may still use: not touched (a warning; also in
+    /// [`RunReport::warnings`]).
+    LeftAlone(PathBuf, String),
 }
 
 /// The result of a whole run.
@@ -153,8 +156,12 @@ pub struct RunReport {
     /// Outputs that do not exist.
     #[serde(serialize_with = "ser_paths")]
     pub missing_outputs: Vec<PathBuf>,
-    /// Folders or entries that could not be read.
+    /// Folders or entries that could not be read, side files refused.
     pub walk_errors: Vec<String>,
+    /// Side files left alone, files whose hard links outside the tree keep
+    /// the old file.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Counts.
     pub summary: Summary,
     /// What the walk met, in order (for the log; the JSON has the two lists
@@ -195,6 +202,11 @@ impl Summary {
 }
 
 impl RunReport {
+    pub(super) fn left_alone(&mut self, path: &Path, why: String) {
+        self.warnings.push(format!("{}: left alone: {why}", path.display()));
+        self.events.push(WalkEvent::LeftAlone(path.to_path_buf(), why));
+    }
+
     pub(super) fn walk_error(&mut self, message: String) {
         self.events.push(WalkEvent::Error(message.clone()));
         self.walk_errors.push(message);

@@ -14,7 +14,8 @@ use super::{read_full_at, FileError};
 use crate::elf::patch::{self, Edit, Piece};
 use crate::elf::runpath::Tag;
 use crate::elf::{Elf, ElfError};
-use crate::fs::atomic::{Journal, Replacement};
+use crate::fs::atomic::Replacement;
+use crate::fs::side::Journal;
 
 /// A verified new file, waiting for the original's map and descriptor to
 /// be dropped before it replaces the original.
@@ -101,7 +102,7 @@ fn try_in_place(
     // before the switch. A folder we cannot write to gets none: the tail is
     // then left over (the file still reads as the old one everywhere).
     let e = &rw.edits[0];
-    let journal = match Journal::create(path, meta, old_len, e.offset, &e.bytes) {
+    let journal = match Journal::in_place(path, meta, old_len, e.offset, &e.bytes) {
         Ok(j) => Some(j),
         Err(err)
             if matches!(
@@ -208,7 +209,7 @@ fn write_replacement(
     value: &[u8],
     tag: Tag,
 ) -> Result<Replacement, FileError> {
-    let repl = Replacement::create(path)?;
+    let repl = Replacement::create_journaled(path)?;
     let out = repl.file();
     io::copy(&mut &*file, &mut &*out)?;
     for e in &rw.edits {

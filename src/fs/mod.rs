@@ -8,5 +8,6 @@
 
 pub mod atomic;
 pub mod pages;
+pub mod side;
 pub mod typed;
 pub mod walk;

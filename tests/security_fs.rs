@@ -1,0 +1,186 @@
+//! Files we write and replace, attacked (issue 29): planted journals,
+//! `--output` and `--write-baseline` onto links, FIFOs and devices, a
+//! signal while a report is written, file capabilities and hard links
+//! through the patcher, files that merely look like our temporary files.
+//! docs/robustness.md, "Files we write and replace (issue 29)", says what
+//! each test promises. The tests run as root (they make device nodes and
+//! chown files), as the rest of the suite does.
+
+mod common;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+
+const MAIN_C: &str = "int main(void) { return 0; }\n";
+
+/// A dynamic C program at `to`, built with `cc`.
+fn program(to: &Path) {
+    tool("cc");
+    let dir = to.parent().unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    let src = dir.join("m.c");
+    std::fs::write(&src, MAIN_C).unwrap();
+    let st = Command::new("cc").arg("-o").arg(to).arg(&src).status().unwrap();
+    assert!(st.success(), "cc failed");
+    std::fs::remove_file(src).unwrap();
+}
+
+/// The pid of a process that has exited (so at most pid_max, and gone).
+fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+fn aadr(args: &[&std::ffi::OsStr]) -> Output {
+    outside_build(&mut Command::new(env!("CARGO_BIN_EXE_auto-add-driver-runpath")))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn aadr_in_place(args: &[&std::ffi::OsStr]) -> Output {
+    outside_build(&mut Command::new(env!("CARGO_BIN_EXE_auto-add-driver-runpath")))
+        .arg("--in-place")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Item 1: a journal planted in the tree never truncates a file outside it,
+/// whatever its name field says (absolute, `../x`, a link in the tree) and
+/// whatever its pid (above pid_max, or a real dead process); one owned by
+/// another user is not ours either. Each is an error naming the journal,
+/// and the journal stays. A real journal of ours is still replayed.
+#[test]
+fn a_planted_journal_truncates_nothing_and_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let victim = tmp.path().join("victim");
+    let dead = dead_pid();
+    let cases: Vec<(String, Vec<u8>, &str)> = vec![
+        // The issue's repro: pid above pid_max, absolute name.
+        (".x.~nch99999999-0.journal".into(), victim.as_os_str().as_encoded_bytes().to_vec(), "pid"),
+        (format!(".x.~nch{dead}-0.journal"), victim.as_os_str().as_encoded_bytes().to_vec(), "names"),
+        (format!(".x.~nch{dead}-0.journal"), b"../victim".to_vec(), "names"),
+        (format!(".link.~nch{dead}-0.journal"), b"link".to_vec(), "symbolic link"),
+    ];
+    for (i, (jname, name, why)) in cases.iter().enumerate() {
+        let tree = tmp.path().join(format!("tree{i}"));
+        program(&tree.join("prog"));
+        std::os::unix::fs::symlink(&victim, tree.join("link")).unwrap();
+        std::fs::write(&victim, b"IMPORTANT\n").unwrap();
+        let m = std::fs::metadata(&victim).unwrap();
+        let mut journal = format!("nch-journal 1 {} {} 5 0 ff\n", m.dev(), m.ino()).into_bytes();
+        journal.extend_from_slice(name);
+        let jpath = tree.join(jname);
+        std::fs::write(&jpath, &journal).unwrap();
+        let out = aadr(&[tree.as_os_str()]);
+        assert_eq!(std::fs::read(&victim).unwrap(), b"IMPORTANT\n", "case {i}: {}", text(&out));
+        assert_eq!(out.status.code(), Some(2), "case {i}: {}", text(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("{}: left alone: ", jpath.display())) && err.contains(why),
+            "case {i}: {}",
+            text(&out)
+        );
+        assert!(jpath.exists(), "case {i}: the journal was removed");
+    }
+
+    // A journal owned by another user, naming a file of the tree with the
+    // right identity: not ours.
+    let tree = tmp.path().join("foreign");
+    program(&tree.join("prog"));
+    let prog = tree.join("prog");
+    let before = std::fs::read(&prog).unwrap();
+    let m = std::fs::metadata(&prog).unwrap();
+    let len = before.len() - 4;
+    let journal = format!("nch-journal 1 {} {} {len} 0 ff\nprog", m.dev(), m.ino());
+    let jpath = tree.join(format!(".prog.~nch{dead}-0.journal"));
+    std::fs::write(&jpath, journal).unwrap();
+    std::os::unix::fs::chown(&jpath, Some(65534), Some(65534)).unwrap();
+    let out = aadr(&[tree.as_os_str()]);
+    assert!(stderr(&out).contains("owned by uid 65534"), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(jpath.exists());
+    // The program was patched whole (not cut to `len` bytes by the journal).
+    assert!(search_path(&prog).is_some_and(|(_, v)| v.contains("/run/opengl-driver/lib")));
+
+    // A real journal of ours (our uid, a dead pid, the file's own name and
+    // identity, a tail after the old length): replayed, the tail cut.
+    let tree = tmp.path().join("ours");
+    program(&tree.join("prog"));
+    let prog = tree.join("prog");
+    let before = std::fs::read(&prog).unwrap();
+    let m = std::fs::metadata(&prog).unwrap();
+    let journal =
+        format!("nch-journal 2 in-place {} {} {} 0 ff 4\nprog", m.dev(), m.ino(), before.len());
+    let jpath = tree.join(format!(".prog.~nch{dead}-3.journal"));
+    std::fs::write(&jpath, journal).unwrap();
+    use std::io::Write;
+    std::fs::OpenOptions::new().append(true).open(&prog).unwrap().write_all(b"tail").unwrap();
+    let out = aadr(&["--check".as_ref(), tree.as_os_str()]);
+    assert!(jpath.exists(), "--check replayed a journal");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let out = aadr(&[tree.as_os_str()]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!jpath.exists());
+    // Cut back to the original bytes, then patched: the original is a prefix
+    // of nothing else, so compare the length the patch adds to a fresh copy.
+    let fresh = tmp.path().join("fresh/prog");
+    std::fs::create_dir_all(fresh.parent().unwrap()).unwrap();
+    std::fs::write(&fresh, &before).unwrap();
+    assert!(aadr(&[fresh.as_os_str()]).status.success());
+    assert_eq!(std::fs::read(&prog).unwrap(), std::fs::read(&fresh).unwrap());
+}
+
+/// Item 14, third part: a file in the tree named like our temporary files
+/// (`.X.~nch<dead pid>-N.tmp`) that no journal of ours names is somebody's
+/// file: left alone with a warning naming it, never deleted. Our own
+/// temporary file, with its journal, is removed.
+#[test]
+fn a_file_named_like_our_temporary_files_is_not_deleted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    program(&tree.join("prog"));
+    let dead = dead_pid();
+    let theirs = tree.join(format!(".prog.~nch{dead}-0.tmp"));
+    std::fs::write(&theirs, b"precious").unwrap();
+    let out = aadr(&[tree.as_os_str()]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(std::fs::read(&theirs).unwrap(), b"precious");
+    assert!(
+        stderr(&out).contains(&format!("WARN: addDriverRunpath: {}: left alone: ", theirs.display())),
+        "{}",
+        text(&out)
+    );
+    // Ours: the journal of the same stem, written before the temporary file.
+    let temp = tree.join(format!(".prog.~nch{dead}-1.tmp"));
+    let name = temp.file_name().unwrap().as_encoded_bytes();
+    let mut journal = format!("nch-journal 2 temp {}\n", name.len()).into_bytes();
+    journal.extend_from_slice(name);
+    let jpath = tree.join(format!(".prog.~nch{dead}-1.journal"));
+    std::fs::write(&jpath, journal).unwrap();
+    std::fs::write(&temp, b"half a copy").unwrap();
+    let out = aadr(&[tree.as_os_str()]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!temp.exists() && !jpath.exists(), "{}", text(&out));
+    assert!(theirs.exists());
+}
+
+/// The names in a folder that hold our marker.
+fn side_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().as_encoded_bytes().windows(5).any(|w| w == b".~nch"))
+        .collect()
+}
+
