@@ -68,7 +68,11 @@ fn a_planted_journal_truncates_nothing_and_is_reported() {
     let cases: Vec<(String, Vec<u8>, &str)> = vec![
         // The repro: pid above pid_max, absolute name.
         (".x.~nch99999999-0.journal".into(), victim.as_os_str().as_encoded_bytes().to_vec(), "pid"),
-        (format!(".x.~nch{dead}-0.journal"), victim.as_os_str().as_encoded_bytes().to_vec(), "names"),
+        (
+            format!(".x.~nch{dead}-0.journal"),
+            victim.as_os_str().as_encoded_bytes().to_vec(),
+            "names",
+        ),
         (format!(".x.~nch{dead}-0.journal"), b"../victim".to_vec(), "names"),
         (format!(".link.~nch{dead}-0.journal"), b"link".to_vec(), "symbolic link"),
     ];
@@ -157,7 +161,8 @@ fn a_file_named_like_our_temporary_files_is_not_deleted() {
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(std::fs::read(&theirs).unwrap(), b"precious");
     assert!(
-        stderr(&out).contains(&format!("WARN: addDriverRunpath: {}: left alone: ", theirs.display())),
+        stderr(&out)
+            .contains(&format!("WARN: addDriverRunpath: {}: left alone: ", theirs.display())),
         "{}",
         text(&out)
     );
@@ -184,3 +189,124 @@ fn side_files(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+fn inspect(args: &[&std::ffi::OsStr]) -> Output {
+    outside_build(&mut Command::new(env!("CARGO_BIN_EXE_cuda-elf-inspect")))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `--output json=PATH` (or `--write-baseline PATH` with `baseline`) of an
+/// audit of `prog`.
+fn report_to(prog: &Path, dest: &Path, baseline: bool) -> Output {
+    let arg = if baseline {
+        dest.as_os_str().to_owned()
+    } else {
+        let mut a = std::ffi::OsString::from("json=");
+        a.push(dest);
+        a
+    };
+    let flag = if baseline { "--write-baseline" } else { "--output" };
+    inspect(&[flag.as_ref(), &arg, prog.as_os_str()])
+}
+
+fn mknod(path: &Path, kind: libc::mode_t, major: u32, minor: u32) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid path; we are root (the suite runs as root).
+    let r = unsafe { libc::mknod(c.as_ptr(), kind | 0o666, libc::makedev(major, minor)) };
+    assert_eq!(r, 0, "mknod {}: {}", path.display(), std::io::Error::last_os_error());
+}
+
+fn file_type(path: &Path) -> std::fs::FileType {
+    std::fs::symlink_metadata(path).unwrap().file_type()
+}
+
+/// Item 6: `--output` and `--write-baseline` follow a link and replace its
+/// target (the link stays, the target's permission bits stay, setuid and
+/// setgid go); write a FIFO, a character device or our own standard output
+/// as a stream (the node stays); refuse a folder, a block device and a
+/// socket with an error naming the path.
+#[test]
+fn reports_follow_links_stream_to_fifos_and_devices_and_refuse_the_rest() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = tmp.path().join("prog");
+    program(&prog);
+    let d = tmp.path();
+    for baseline in [false, true] {
+        let tag = if baseline { "--write-baseline" } else { "--output" };
+        // A link to a setuid file: the target replaced, the link kept.
+        let target = d.join(format!("target-{baseline}"));
+        let link = d.join(format!("link-{baseline}"));
+        std::fs::write(&target, b"old").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o4750)).unwrap();
+        std::os::unix::fs::symlink(target.file_name().unwrap(), &link).unwrap();
+        let out = report_to(&prog, &link, baseline);
+        assert_ne!(out.status.code(), Some(2), "{tag}: {}", text(&out));
+        assert!(file_type(&link).is_symlink(), "{tag}: the link was replaced");
+        let written = std::fs::read(&target).unwrap();
+        assert!(written.starts_with(b"{"), "{tag}: {}", String::from_utf8_lossy(&written));
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o750, "{tag}: the mode, less setuid");
+
+        // A character device (a copy of /dev/null): written to, kept.
+        let null = d.join(format!("null-{baseline}"));
+        mknod(&null, libc::S_IFCHR, 1, 3);
+        let out = report_to(&prog, &null, baseline);
+        assert_ne!(out.status.code(), Some(2), "{tag}: {}", text(&out));
+        let m = std::fs::symlink_metadata(&null).unwrap();
+        assert!(m.file_type().is_char_device(), "{tag}: the device node was replaced");
+        assert_eq!(m.rdev(), libc::makedev(1, 3));
+
+        // A FIFO: the reader gets the whole report, the FIFO stays.
+        let fifo = d.join(format!("fifo-{baseline}"));
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let mut reader =
+            Command::new("cat").arg(&fifo).stdout(std::process::Stdio::piped()).spawn().unwrap();
+        let out = report_to(&prog, &fifo, baseline);
+        let still_fifo = file_type(&fifo).is_fifo();
+        if !still_fifo {
+            let _ = reader.kill();
+        }
+        let got = reader.wait_with_output().unwrap().stdout;
+        assert!(still_fifo, "{tag}: the FIFO was replaced: {}", text(&out));
+        assert_ne!(out.status.code(), Some(2), "{tag}: {}", text(&out));
+        assert!(got.starts_with(b"{") && got.ends_with(b"}\n"), "{tag}: {}", text(&out));
+
+        // Refused: a folder, a block device, a socket; each named.
+        let folder = d.join(format!("folder-{baseline}"));
+        std::fs::create_dir(&folder).unwrap();
+        let block = d.join(format!("block-{baseline}"));
+        mknod(&block, libc::S_IFBLK, 7, 200);
+        let socket = d.join(format!("socket-{baseline}"));
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        for (path, what) in
+            [(&folder, "a directory"), (&block, "a block device"), (&socket, "a socket")]
+        {
+            let before = std::fs::symlink_metadata(path).unwrap();
+            let out = report_to(&prog, path, baseline);
+            assert_eq!(out.status.code(), Some(2), "{tag} {what}: {}", text(&out));
+            let err = stderr(&out);
+            assert!(
+                err.contains(&path.display().to_string())
+                    && err.contains(&format!("it is {what}; only a regular file")),
+                "{tag} {what}: {}",
+                text(&out)
+            );
+            let after = std::fs::symlink_metadata(path).unwrap();
+            assert_eq!((after.ino(), after.mode()), (before.ino(), before.mode()), "{what}");
+        }
+        assert!(side_files(d).is_empty(), "{:?}", side_files(d));
+    }
+
+    // Our own standard output, named through a link to /proc/self/fd/1:
+    // the report follows the text report on the pipe; the link stays.
+    let stdout_link = d.join("stdout");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &stdout_link).unwrap();
+    let out = report_to(&prog, &stdout_link, false);
+    assert_ne!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(file_type(&stdout_link).is_symlink());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("{\n") && stdout.ends_with("}\n"), "{}", text(&out));
+}

@@ -22,6 +22,7 @@ use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use super::destination::{self, Destination};
 use super::side::{self, Journal};
 use crate::error::PathError;
 
@@ -176,22 +177,34 @@ impl Drop for Replacement {
     }
 }
 
-/// Writes a whole file through `fill`: afterwards `path` holds the old file
-/// or everything `fill` wrote, never a part (a report a CI step or Hydra
-/// reads while we write, or one left by a failure, is never cut). An
-/// existing file keeps its owner and mode; a new one gets 0666 less the
-/// umask, as a file made by `>` does. On any failure the temporary file is
-/// removed and the old file is untouched.
+/// Writes a whole file through `fill` (a report, a baseline): afterwards
+/// the file `path` leads to holds the old file or everything `fill` wrote,
+/// never a part (a report a CI step or Hydra reads while we write, or one
+/// left by a failure, is never cut). A link is followed and its target
+/// replaced; a FIFO, a character device or `/dev/stdout` is written to as a
+/// stream; anything else that is not a regular file is refused
+/// ([`destination`]). An existing file keeps its owner and permission bits
+/// but never setuid or setgid (a report is no program); a new one gets 0666
+/// less the umask, as a file made by `>` does. On any failure the temporary
+/// file is removed and the old file is untouched.
 pub fn write_whole(
     path: &Path,
     fill: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
 ) -> Result<(), PathError> {
-    let original = std::fs::metadata(path).ok().filter(std::fs::Metadata::is_file);
-    let repl = match original {
-        Some(_) => Replacement::create(path)?,
-        None => Replacement::create_mode(path, 0o666, false)?,
+    let (target, original) = match destination::resolve(path)? {
+        Destination::Stream(file) => {
+            let err = |e| PathError::during(path, "cannot write", e);
+            let mut out = io::BufWriter::new(file);
+            fill(&mut out).map_err(err)?;
+            return io::Write::flush(&mut out).map_err(err);
+        }
+        Destination::File { path, existing } => (path, existing),
     };
-    let write_err = |e| PathError::during(path, "cannot write the new file", e);
+    let repl = match original {
+        Some(_) => Replacement::create(&target)?,
+        None => Replacement::create_mode(&target, 0o666, false)?,
+    };
+    let write_err = |e| PathError::during(&target, "cannot write the new file", e);
     let mut out = io::BufWriter::new(repl.file());
     fill(&mut out).map_err(write_err)?;
     io::Write::flush(&mut out).map_err(write_err)?;
@@ -200,7 +213,7 @@ pub fn write_whole(
         Some(meta) => meta,
         None => repl.file().metadata().map_err(write_err)?,
     };
-    repl.commit(&meta, &[], false)
+    repl.commit_as((meta.uid(), meta.gid(), meta.mode() & 0o1777), &[], false)
 }
 
 #[cfg(test)]

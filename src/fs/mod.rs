@@ -7,6 +7,7 @@
 //! through here.
 
 pub mod atomic;
+pub mod destination;
 pub mod pages;
 pub mod side;
 pub mod typed;

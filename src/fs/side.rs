@@ -203,8 +203,7 @@ impl Journal {
         bytes: &[u8],
     ) -> Result<Journal, PathError> {
         let name = target.file_name().map(|n| n.as_bytes()).unwrap_or(b"");
-        let mut head =
-            format!("{MAGIC}in-place {} {} {old_len} {offset} ", meta.dev(), meta.ino());
+        let mut head = format!("{MAGIC}in-place {} {} {old_len} {offset} ", meta.dev(), meta.ino());
         for b in bytes {
             head.push_str(&format!("{b:02x}"));
         }
@@ -256,8 +255,17 @@ impl Drop for Journal {
 
 /// A parsed journal.
 enum Entry {
-    InPlace { dev: u64, ino: u64, old_len: u64, offset: u64, bytes: Vec<u8>, name: Vec<u8> },
-    Temp { name: Vec<u8> },
+    InPlace {
+        dev: u64,
+        ino: u64,
+        old_len: u64,
+        offset: u64,
+        bytes: Vec<u8>,
+        name: Vec<u8>,
+    },
+    Temp {
+        name: Vec<u8>,
+    },
     /// Killed while the journal itself was written: before anything else.
     CutShort,
 }
@@ -350,8 +358,7 @@ pub fn recover(
     journal: &Path,
     walked: &dyn Fn(u64, u64) -> bool,
 ) -> Result<Recovery, JournalError> {
-    let refuse =
-        |reason: String| JournalError::Refused { journal: journal.to_path_buf(), reason };
+    let refuse = |reason: String| JournalError::Refused { journal: journal.to_path_buf(), reason };
     let jname = journal.file_name().map(|n| n.as_bytes()).unwrap_or(b"");
     let folder = match journal.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -415,7 +422,9 @@ fn remove_temp(dir: &OwnedFd, jname: &[u8], name: &[u8]) -> Result<Recovery, Str
         let e = io::Error::last_os_error();
         return match e.kind() {
             io::ErrorKind::NotFound => Ok(Recovery::Nothing),
-            _ => Err(format!("cannot inspect its temporary file: {}", crate::error::describe_io(&e))),
+            _ => {
+                Err(format!("cannot inspect its temporary file: {}", crate::error::describe_io(&e)))
+            }
         };
     }
     // SAFETY: geteuid cannot fail.
