@@ -310,3 +310,76 @@ fn reports_follow_links_stream_to_fifos_and_devices_and_refuse_the_rest() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("{\n") && stdout.ends_with("}\n"), "{}", text(&out));
 }
+
+/// A tree of `n` copies of a program, for a large report.
+fn many_programs(tree: &Path, n: usize) {
+    program(&tree.join("p0"));
+    for i in 1..n {
+        std::fs::copy(tree.join("p0"), tree.join(format!("p{i}"))).unwrap();
+    }
+}
+
+/// Item 12: SIGTERM or SIGINT while `--output html=a.html` is written
+/// removes the temporary file; the process still dies by the signal, and
+/// `a.html` is absent (never half written). The process is frozen
+/// (SIGSTOP) while its temporary file exists, so that the signal lands
+/// during the write whatever the machine's speed.
+#[test]
+fn a_signal_while_a_report_is_written_leaves_no_temporary_file() {
+    use std::os::unix::process::ExitStatusExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    many_programs(&tree, 1500);
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let mut caught = false;
+        for attempt in 0..30 {
+            let dir = tmp.path().join(format!("out-{sig}-{attempt}"));
+            std::fs::create_dir(&dir).unwrap();
+            let report = dir.join("a.html");
+            let mut arg = std::ffi::OsString::from("html=");
+            arg.push(&report);
+            let mut child =
+                outside_build(&mut Command::new(env!("CARGO_BIN_EXE_cuda-elf-inspect")))
+                    .args(["--output".as_ref(), arg.as_os_str(), tree.as_os_str()])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap();
+            let pid = child.id() as libc::pid_t;
+            // Wait for the temporary file, then freeze the process.
+            let mut exited = false;
+            while side_files(&dir).is_empty() {
+                if child.try_wait().unwrap().is_some() {
+                    exited = true;
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            if exited {
+                continue;
+            }
+            // SAFETY: signals to our own child.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            let mut st = 0;
+            // SAFETY: waits for our child to stop (or to have exited).
+            unsafe { libc::waitpid(pid, &mut st, libc::WUNTRACED) };
+            let stopped = libc::WIFSTOPPED(st);
+            if stopped && !side_files(&dir).is_empty() {
+                caught = true;
+                unsafe { libc::kill(pid, sig) };
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            } else if stopped {
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            }
+            let status = if stopped { child.wait().unwrap() } else { ExitStatusExt::from_raw(st) };
+            if !caught {
+                continue;
+            }
+            assert_eq!(status.signal(), Some(sig), "{status:?}");
+            assert!(side_files(&dir).is_empty(), "left behind: {:?}", side_files(&dir));
+            assert!(!report.exists(), "a report was written after the signal");
+            break;
+        }
+        assert!(caught, "signal {sig}: the write was never caught in 30 runs");
+    }
+}

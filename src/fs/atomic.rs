@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use super::destination::{self, Destination};
 use super::side::{self, Journal};
+use super::signals;
 use crate::error::PathError;
 
 /// A temporary file that replaces `target` on [`Replacement::commit`] and is
@@ -36,6 +37,9 @@ pub struct Replacement {
     /// The journal that makes the temporary file provably ours to a later
     /// run (see [`side`]); dropped after the temporary file.
     journal: Option<Journal>,
+    /// The temporary file's entry in the table a signal handler cleans
+    /// ([`signals`]).
+    _signal: Option<signals::Registered>,
 }
 
 /// The operation named when the temporary file cannot be created (callers
@@ -66,11 +70,16 @@ impl Replacement {
                 Err(e) => return Err(PathError::during(target, TEMP_CREATE, e.source)),
             };
             let temp = side::named(target, &stem, "tmp");
+            // Registered before it exists, so that no moment has the file
+            // and no entry; the name is ours alone (our pid, a fresh
+            // number), and the entry goes at once if it is taken.
+            let signal = signals::register(&temp, signals::Kind::Temp);
             match OpenOptions::new().read(true).write(true).create_new(true).mode(mode).open(&temp)
             {
                 Ok(file) => {
                     return Ok(Replacement {
                         target: target.to_path_buf(),
+                        _signal: signal,
                         temp,
                         file: Some(file),
                         journal,
@@ -143,6 +152,7 @@ impl Replacement {
             let stem = side::stem(link);
             let journal = Journal::temp(link, &stem)?;
             let temp = side::named(link, &stem, "tmp");
+            let _signal = signals::register(&temp, signals::Kind::Temp);
             std::fs::hard_link(&self.target, &temp)
                 .map_err(|e| PathError::during(link, "cannot hard-link the new file here", e))?;
             if let Err(e) = std::fs::rename(&temp, link) {

@@ -10,5 +10,6 @@ pub mod atomic;
 pub mod destination;
 pub mod pages;
 pub mod side;
+pub mod signals;
 pub mod typed;
 pub mod walk;

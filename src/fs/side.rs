@@ -158,6 +158,8 @@ pub fn process(pid: u32) -> Process {
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
+    /// A temporary file's journal goes with it if a signal ends us.
+    _signal: Option<super::signals::Registered>,
 }
 
 const MAGIC_V1: &str = "nch-journal 1 ";
@@ -218,7 +220,11 @@ impl Journal {
         let name = temp.file_name().map(|n| n.as_bytes()).unwrap_or(b"");
         let head = format!("{MAGIC}temp {}\n", name.len());
         let path = named(target, stem, "journal");
-        Journal::write(&path, head, name)
+        // Registered before it exists, as the temporary file is.
+        let signal = super::signals::register(&path, super::signals::Kind::Journal);
+        let mut journal = Journal::write(&path, head, name)?;
+        journal._signal = signal;
+        Ok(journal)
     }
 
     fn write(path: &Path, head: String, name: &[u8]) -> Result<Journal, PathError> {
@@ -233,7 +239,7 @@ impl Journal {
             .mode(0o600)
             .open(path)
             .map_err(err)?;
-        let journal = Journal { path: path.to_path_buf() };
+        let journal = Journal { path: path.to_path_buf(), _signal: None };
         f.write_all(&text).map_err(err)?;
         Ok(journal)
     }
