@@ -311,6 +311,93 @@ fn reports_follow_links_stream_to_fifos_and_devices_and_refuse_the_rest() {
     assert!(stdout.contains("{\n") && stdout.ends_with("}\n"), "{}", text(&out));
 }
 
+fn get_xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    let mut buf = vec![0u8; 256];
+    // SAFETY: valid strings; the buffer and its length agree.
+    let r = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    (r >= 0).then(|| buf[..r as usize].to_vec())
+}
+
+fn set_xattr(path: &Path, name: &str, value: &[u8]) {
+    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: valid strings; the value and its length agree.
+    let r =
+        unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+    assert_eq!(r, 0, "setxattr {name} on {}: {}", path.display(), std::io::Error::last_os_error());
+}
+
+/// `cap_net_bind_service=ep` as `setcap` writes it (VFS_CAP_REVISION_2:
+/// magic with the effective flag, permitted and inheritable, low and high
+/// words, little-endian).
+const CAP_NET_BIND_SERVICE: [u8; 20] =
+    [0x01, 0x00, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+
+fn patched(file: &Path) -> bool {
+    search_path(file).is_some_and(|(_, v)| v.contains("/run/opengl-driver/lib"))
+}
+
+/// Item 14, first part: file capabilities and user attributes survive the
+/// patch in both modes (the replacement copies them; in place, where a
+/// write would remove the capability, the file is replaced instead).
+#[test]
+fn file_capabilities_and_attributes_survive_both_modes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for in_place in [false, true] {
+        let prog = tmp.path().join(format!("tree-{in_place}/prog"));
+        program(&prog);
+        set_xattr(&prog, "security.capability", &CAP_NET_BIND_SERVICE);
+        set_xattr(&prog, "user.origin", b"kept");
+        let out =
+            if in_place { aadr_in_place(&[prog.as_os_str()]) } else { aadr(&[prog.as_os_str()]) };
+        assert!(out.status.success(), "in place {in_place}: {}", text(&out));
+        assert!(patched(&prog), "in place {in_place}");
+        assert_eq!(
+            get_xattr(&prog, "security.capability").as_deref(),
+            Some(&CAP_NET_BIND_SERVICE[..]),
+            "in place {in_place}: the capability was dropped"
+        );
+        assert_eq!(get_xattr(&prog, "user.origin").as_deref(), Some(&b"kept"[..]));
+    }
+}
+
+/// Item 14, second part: a file with a hard link outside the walked tree
+/// gets the same treatment in both modes: the names in the tree are
+/// patched (and stay one file), the name outside keeps the old file, and a
+/// warning says so. (In place used to change the shared inode, so the
+/// outside name changed too; the replacement said nothing.)
+#[test]
+fn hard_links_outside_the_tree_keep_the_old_file_in_both_modes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for in_place in [false, true] {
+        let d = tmp.path().join(format!("{in_place}"));
+        let prog = d.join("tree/prog");
+        program(&prog);
+        let old = std::fs::read(&prog).unwrap();
+        std::fs::create_dir_all(d.join("tree/sub")).unwrap();
+        std::fs::create_dir_all(d.join("outside")).unwrap();
+        let inside = d.join("tree/sub/prog2");
+        let outside = d.join("outside/prog");
+        std::fs::hard_link(&prog, &inside).unwrap();
+        std::fs::hard_link(&prog, &outside).unwrap();
+        let tree = d.join("tree");
+        let out =
+            if in_place { aadr_in_place(&[tree.as_os_str()]) } else { aadr(&[tree.as_os_str()]) };
+        assert!(out.status.success(), "in place {in_place}: {}", text(&out));
+        assert!(patched(&prog) && patched(&inside), "in place {in_place}");
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        assert_eq!(ino(&prog), ino(&inside), "in place {in_place}: the tree's names were split");
+        assert_eq!(std::fs::read(&outside).unwrap(), old, "in place {in_place}: outside changed");
+        let warning = format!(
+            "WARN: addDriverRunpath: {}: 1 hard link(s) outside the tree keep the unpatched file",
+            prog.display()
+        );
+        assert!(stderr(&out).contains(&warning), "in place {in_place}: {}", text(&out));
+    }
+}
+
 /// A tree of `n` copies of a program, for a large report.
 fn many_programs(tree: &Path, n: usize) {
     program(&tree.join("p0"));

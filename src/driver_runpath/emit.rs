@@ -50,13 +50,14 @@ fn emit_events(report: &RunReport, fix_log: &Logger, add_log: &Logger) {
                 fix_log.error(&Msg::new("output ").p(p).s(" does not exist"))
             }
             WalkEvent::Error(e) => add_log.error(&Msg::new("").s(e)),
-            WalkEvent::Replayed(p, Recovery::RemovedTemp) => add_log.info(
-                &Msg::new("removed the temporary file of ").p(p).s(", left by a killed run"),
-            ),
+            WalkEvent::Replayed(p, Recovery::RemovedTemp) => add_log
+                .info(&Msg::new("removed the temporary file of ").p(p).s(", left by a killed run")),
             WalkEvent::Replayed(p, r) => {
                 add_log.info(&Msg::new("replayed ").p(p).s(&format!(": {r:?}")))
             }
-            WalkEvent::LeftAlone(p, why) => add_log.warn(&Msg::new("").p(p).s(": left alone: ").s(why)),
+            WalkEvent::LeftAlone(p, why) => {
+                add_log.warn(&Msg::new("").p(p).s(": left alone: ").s(why))
+            }
         }
     }
 }
@@ -71,6 +72,12 @@ fn emit_file(f: &FileReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result<()
             line.extend_from_slice(Msg::new("").p(&f.path).0.as_slice());
             line.push(b'\n');
             let _ = out.stderr.write_all(&line);
+            if f.outside_links > 0 {
+                add_log.warn(&Msg::new("").p(&f.path).s(&format!(
+                    ": {} hard link(s) outside the tree keep the unpatched file (only names in the tree are patched)",
+                    f.outside_links
+                )));
+            }
             dlopen_lines(f, "added", out)?;
         }
         Action::WouldPatch => {

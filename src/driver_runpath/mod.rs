@@ -124,11 +124,23 @@ fn process_inner(
         let Some(change) = plan::plan_file(&parsed, cfg, report, &release)? else {
             return Ok(());
         };
+        // Names of this file that the walk did not meet keep the old file
+        // in either mode (see `write::prepare`); said in the report.
+        report.outside_links = meta.nlink().saturating_sub(1 + links.len() as u64);
         if cfg.check {
             report.action = Action::WouldPatch;
             return Ok(());
         }
-        write::prepare(path, &file, &meta, &parsed.elf, &change, cfg.in_place, cfg.sync)?
+        write::prepare(
+            path,
+            &file,
+            &meta,
+            &parsed.elf,
+            &change,
+            cfg.in_place,
+            report.outside_links,
+            cfg.sync,
+        )?
     };
     // The input map and descriptor are dropped before the original is touched.
     drop(map);
@@ -228,9 +240,8 @@ fn walk_output(root: &Path, cfg: &Config, report: &mut RunReport, inodes: &mut I
 /// [`side::recover`] is an error naming it.
 fn settle(files: &[PathBuf], report: &mut RunReport, inodes: &Inodes) {
     use std::os::unix::ffi::OsStrExt;
-    let stem = |p: &Path, suffix: &[u8]| {
-        p.as_os_str().as_bytes().strip_suffix(suffix).map(<[u8]>::to_vec)
-    };
+    let stem =
+        |p: &Path, suffix: &[u8]| p.as_os_str().as_bytes().strip_suffix(suffix).map(<[u8]>::to_vec);
     let journaled: HashSet<Vec<u8>> = files.iter().filter_map(|p| stem(p, b".journal")).collect();
     let walked = |dev, ino| inodes.groups.contains_key(&(dev, ino));
     for path in files {

@@ -80,6 +80,10 @@ pub struct FileReport {
     pub strategy: Option<Strategy>,
     /// Whether it was patched in place (else replaced through a rename).
     pub in_place: bool,
+    /// Hard links to the file outside the walked tree: they keep the old
+    /// file (both modes; a warning).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub outside_links: u64,
     /// `--dlopen-search`, for a file that loads libraries by name: the
     /// folders it needs and why.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,6 +94,10 @@ pub struct FileReport {
     /// Error text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn ser_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
@@ -116,6 +124,7 @@ impl FileReport {
             tag: None,
             strategy: None,
             in_place: false,
+            outside_links: 0,
             dlopen: None,
             error_kind: None,
             error: None,

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use super::destination::{self, Destination};
 use super::side::{self, Journal};
 use super::signals;
+use super::xattr;
 use crate::error::PathError;
 
 /// A temporary file that replaces `target` on [`Replacement::commit`] and is
@@ -40,6 +41,8 @@ pub struct Replacement {
     /// The temporary file's entry in the table a signal handler cleans
     /// ([`signals`]).
     _signal: Option<signals::Registered>,
+    /// Extended attributes the new file gets at commit ([`xattr`]).
+    attrs: xattr::Attributes,
 }
 
 /// The operation named when the temporary file cannot be created (callers
@@ -83,6 +86,7 @@ impl Replacement {
                         temp,
                         file: Some(file),
                         journal,
+                        attrs: Vec::new(),
                     })
                 }
                 Err(e) if busy(&e) => continue,
@@ -100,6 +104,12 @@ impl Replacement {
     pub fn file(&self) -> &File {
         // Only `commit` takes the file out, and it consumes `self`.
         self.file.as_ref().expect("file present until commit")
+    }
+
+    /// Gives the new file these extended attributes at commit (after its
+    /// owner, which would remove file capabilities).
+    pub fn keep_attributes(&mut self, attrs: xattr::Attributes) {
+        self.attrs = attrs;
     }
 
     /// The temporary file's path.
@@ -139,6 +149,14 @@ impl Replacement {
         }
         file.set_permissions(std::fs::Permissions::from_mode(mode))
             .map_err(err("cannot give the new file the old file's mode"))?;
+        xattr::write(&file, &self.attrs).map_err(|(name, e)| {
+            let e = io::Error::new(e.kind(), format!("{name}: {}", crate::error::describe_io(&e)));
+            PathError::during(
+                &target,
+                "cannot give the new file the old file's extended attribute",
+                e,
+            )
+        })?;
         if sync {
             file.sync_all().map_err(err("cannot sync the new file"))?;
         }

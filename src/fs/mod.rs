@@ -13,3 +13,4 @@ pub mod side;
 pub mod signals;
 pub mod typed;
 pub mod walk;
+pub mod xattr;
