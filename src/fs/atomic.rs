@@ -271,7 +271,6 @@ mod tests {
         assert_eq!(names, vec![std::ffi::OsString::from("report.json")]);
     }
     use super::*;
-    use std::io::Write;
 
     #[test]
     fn dropped_replacement_leaves_nothing_behind() {

@@ -35,6 +35,10 @@ fn sized(call: impl Fn(&mut [u8]) -> isize) -> io::Result<Vec<u8>> {
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
+        if n == 0 {
+            // Nothing (most files): one call.
+            return Ok(Vec::new());
+        }
         let mut buf = vec![0u8; n as usize];
         let m = call(&mut buf);
         if m >= 0 {
