@@ -62,8 +62,10 @@ pub struct Args {
     format: Format,
     /// Also write the audit's report in FORMAT to FILE (`json=report.json`),
     /// from the same audit; repeatable. Each FILE is replaced whole (the old
-    /// file or the complete new one, its mode kept); text is written without
-    /// colour. Nix's audit derivations write all their reports this way.
+    /// file or the complete new one, its mode kept less setuid/setgid; a
+    /// link's target is replaced); a FIFO or a character device such as
+    /// /dev/stdout is written to; text is written without colour. Nix's
+    /// audit derivations write all their reports this way.
     #[arg(long, value_name = "FORMAT=FILE", value_parser = parse_output,
           conflicts_with_all = ["list_elf", "list_ptx", "summary", "explain", "write_baseline", "why"])]
     output: Vec<(Format, PathBuf)>,

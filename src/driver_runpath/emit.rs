@@ -14,6 +14,7 @@ use std::io::{self, Write};
 
 use super::{Action, Config, DlopenReport, ErrorKind, FileReport, RunReport, WalkEvent};
 use crate::elf::classify::Skip;
+use crate::fs::side::Recovery;
 use crate::log::{Level, Logger, Msg};
 
 /// Where the report goes.
@@ -49,11 +50,13 @@ fn emit_events(report: &RunReport, fix_log: &Logger, add_log: &Logger) {
                 fix_log.error(&Msg::new("output ").p(p).s(" does not exist"))
             }
             WalkEvent::Error(e) => add_log.error(&Msg::new("").s(e)),
-            WalkEvent::RemovedTemp(p) => {
-                add_log.info(&Msg::new("removed ").p(p).s(", left by a killed run"))
-            }
+            WalkEvent::Replayed(p, Recovery::RemovedTemp) => add_log
+                .info(&Msg::new("removed the temporary file of ").p(p).s(", left by a killed run")),
             WalkEvent::Replayed(p, r) => {
                 add_log.info(&Msg::new("replayed ").p(p).s(&format!(": {r:?}")))
+            }
+            WalkEvent::LeftAlone(p, why) => {
+                add_log.warn(&Msg::new("").p(p).s(": left alone: ").s(why))
             }
         }
     }
@@ -67,6 +70,12 @@ fn emit_file(f: &FileReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result<()
             // Upstream's unconditional line, on stderr.
             let line = Msg::new("autoFixElfFiles: using addDriverRunpath to fix ").p(&f.path);
             let _ = out.stderr.write_all(&line.line());
+            if f.outside_links > 0 {
+                add_log.warn(&Msg::new("").p(&f.path).s(&format!(
+                    ": {} hard link(s) outside the tree keep the unpatched file (only names in the tree are patched)",
+                    f.outside_links
+                )));
+            }
             dlopen_lines(f, "added", out)?;
         }
         Action::WouldPatch => {
@@ -211,7 +220,7 @@ mod tests {
             missing_outputs: vec!["/gone".into()],
             events: vec![
                 WalkEvent::MissingOutput("/gone".into()),
-                WalkEvent::RemovedTemp("/o/.x.tmp".into()),
+                WalkEvent::Replayed("/o/.x.~nch1-1.journal".into(), Recovery::RemovedTemp),
             ],
             ..RunReport::default()
         };
@@ -224,7 +233,7 @@ mod tests {
         );
         assert_eq!(
             String::from_utf8(add).unwrap(),
-            "INFO: addDriverRunpath: removed /o/.x.tmp, left by a killed run\n\
+            "INFO: addDriverRunpath: removed the temporary file of /o/.x.~nch1-1.journal, left by a killed run\n\
              INFO: addDriverRunpath: /o/lib/u.so already has /run/opengl-driver/lib in its \
              search path; left untouched\n\
              ERROR: addDriverRunpath: /o/lib/bad.so: truncated\n"

@@ -21,7 +21,7 @@
 //! through [`crate::fs::atomic`]), [`report`] (what happened) and [`emit`]
 //! (writing it); this module walks the tree and runs each inode through them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -35,7 +35,8 @@ use crate::elf::classify::Skip;
 use crate::elf::machine::Target;
 use crate::elf::ElfError;
 use crate::error::PathError;
-use crate::fs::atomic::{self, SideFile};
+use crate::fs::atomic;
+use crate::fs::side::{self, Process, SideFile};
 use crate::fs::walk;
 
 mod classify;
@@ -123,11 +124,23 @@ fn process_inner(
         let Some(change) = plan::plan_file(&parsed, cfg, report, &release)? else {
             return Ok(());
         };
+        // Names of this file that the walk did not meet keep the old file
+        // in either mode (see `write::prepare`); said in the report.
+        report.outside_links = meta.nlink().saturating_sub(1 + links.len() as u64);
         if cfg.check {
             report.action = Action::WouldPatch;
             return Ok(());
         }
-        write::prepare(path, &file, &meta, &parsed.elf, &change, cfg.in_place, cfg.sync)?
+        write::prepare(
+            path,
+            &file,
+            &meta,
+            &parsed.elf,
+            &change,
+            cfg.in_place,
+            report.outside_links,
+            cfg.sync,
+        )?
     };
     // The input map and descriptor are dropped before the original is touched.
     drop(map);
@@ -192,14 +205,13 @@ struct Inodes {
 }
 
 /// Walks one output: its regular files into `inodes`; our own side files
-/// left by a killed run cleaned up (temporary files) or replayed (journals)
-/// first, unless checking.
+/// left by a killed run settled first ([`settle`]), unless checking.
 fn walk_output(root: &Path, cfg: &Config, report: &mut RunReport, inodes: &mut Inodes) {
     let walked = walk::walk(root, &walk::Options::default(), |path, kind| {
         if !kind.file_type.is_file() {
             return None;
         }
-        if atomic::side_file(path).is_some() {
+        if side::side_file(path).is_some() {
             return Some(None);
         }
         Some(Some(std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino()))))
@@ -207,26 +219,55 @@ fn walk_output(root: &Path, cfg: &Config, report: &mut RunReport, inodes: &mut I
     for e in walked.errors {
         report.walk_error(e.to_string());
     }
-    let mut journals = Vec::new();
+    let mut side_files = Vec::new();
     for (path, key) in walked.items {
         match key {
-            // Our own side files: never patched.
-            None => match atomic::stale(&path) {
-                Some(SideFile::Temp) if !cfg.check => match std::fs::remove_file(&path) {
-                    Ok(()) => report.events.push(WalkEvent::RemovedTemp(path)),
-                    Err(e) => report.walk_error(PathError::new(&path, e).to_string()),
-                },
-                Some(SideFile::Journal) if !cfg.check => journals.push(path),
-                _ => {}
-            },
+            // Named like our side files: never patched.
+            None => side_files.push(path),
             Some(Ok(key)) => inodes.groups.entry(key).or_default().push(path),
             Some(Err(_)) => inodes.vanished.push(vec![path]),
         }
     }
-    for j in journals {
-        match atomic::recover(&j) {
-            Ok(r) => report.events.push(WalkEvent::Replayed(j, r)),
-            Err(e) => report.walk_error(e.to_string()),
+    if !cfg.check {
+        settle(&side_files, report, inodes);
+    }
+}
+
+/// Files named like our side files ([`side`]): the journals of a killed run
+/// of ours replayed (a replacement's journal removes its temporary file),
+/// every other one reported and left alone: a temporary file that no
+/// journal names may be anybody's, and a journal that fails a check of
+/// [`side::recover`] is an error naming it.
+fn settle(files: &[PathBuf], report: &mut RunReport, inodes: &Inodes) {
+    use std::os::unix::ffi::OsStrExt;
+    let stem =
+        |p: &Path, suffix: &[u8]| p.as_os_str().as_bytes().strip_suffix(suffix).map(<[u8]>::to_vec);
+    let journaled: HashSet<Vec<u8>> = files.iter().filter_map(|p| stem(p, b".journal")).collect();
+    let walked = |dev, ino| inodes.groups.contains_key(&(dev, ino));
+    for path in files {
+        let Some((kind, pid)) = side::side_file(path) else { continue };
+        if kind == SideFile::Temp {
+            if !stem(path, b".tmp").is_some_and(|s| journaled.contains(&s)) {
+                report.left_alone(
+                    path,
+                    "named like our temporary files, but no journal of ours names it".into(),
+                );
+            }
+            continue;
+        }
+        match side::process(pid) {
+            Process::Us => {}
+            Process::Running => {
+                report.left_alone(path, format!("process {pid}, which wrote it, is running"))
+            }
+            Process::Impossible(max) => report.walk_error(format!(
+                "{}: left alone: its pid {pid} is no process of this system (pid_max is {max}), so nothing says its run was killed",
+                path.display()
+            )),
+            Process::Gone => match side::recover(path, &walked) {
+                Ok(r) => report.events.push(WalkEvent::Replayed(path.clone(), r)),
+                Err(e) => report.walk_error(e.to_string()),
+            },
         }
     }
 }
@@ -248,7 +289,8 @@ mod tests {
         program(&out.join("bin/prog"));
         std::fs::write(out.join("readme"), b"text").unwrap();
         std::fs::write(out.join("bad.so"), b"\x7fELF\x02\x01\x01").unwrap();
-        // A temporary file of a process that cannot exist (over pid_max).
+        // Named like a temporary file of a process that cannot exist (over
+        // pid_max), with no journal: not provably ours, so left alone.
         let stale = out.join(".prog.~nch99999999-0.tmp");
         std::fs::write(&stale, b"").unwrap();
         let gone = dir.path().join("gone");
@@ -277,11 +319,13 @@ mod tests {
 
         cfg.check = false;
         let r = run(&outputs[..1], &cfg);
-        assert_eq!(r.events, [WalkEvent::RemovedTemp(stale.clone())]);
-        assert!(!stale.exists());
+        let why = "named like our temporary files, but no journal of ours names it";
+        assert_eq!(r.events, [WalkEvent::LeftAlone(stale.clone(), why.into())]);
+        assert!(stale.exists());
         assert_eq!(r.files[1].action, Action::Patched);
         assert_eq!(r.summary, Summary { patched: 1, errors: 1, ..Summary::default() });
 
+        std::fs::remove_file(&stale).unwrap();
         let r = run(&outputs[..1], &cfg);
         assert!(r.events.is_empty());
         assert_eq!(r.files[1].action, Action::Unchanged);

@@ -11,7 +11,7 @@ use super::plan::DriverRule;
 use crate::elf::classify::Skip;
 use crate::elf::patch::Strategy;
 use crate::elf::runpath::Tag;
-use crate::fs::atomic::Recovery;
+use crate::fs::side::Recovery;
 
 /// What happened to one file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -80,6 +80,10 @@ pub struct FileReport {
     pub strategy: Option<Strategy>,
     /// Whether it was patched in place (else replaced through a rename).
     pub in_place: bool,
+    /// Hard links to the file outside the walked tree: they keep the old
+    /// file (both modes; a warning).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub outside_links: u64,
     /// `--dlopen-search`, for a file that loads libraries by name: the
     /// folders it needs and why.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,6 +94,10 @@ pub struct FileReport {
     /// Error text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn ser_path<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
@@ -116,6 +124,7 @@ impl FileReport {
             tag: None,
             strategy: None,
             in_place: false,
+            outside_links: 0,
             dlopen: None,
             error_kind: None,
             error: None,
@@ -139,10 +148,13 @@ pub enum WalkEvent {
     /// A folder, entry or side file that could not be read, removed or
     /// replayed (also in [`RunReport::walk_errors`]).
     Error(String),
-    /// A temporary file left by a killed run, removed.
-    RemovedTemp(PathBuf),
-    /// A journal left by a killed run, replayed and removed.
+    /// A journal left by a killed run, replayed (its temporary file
+    /// removed, or its in-place patch finished or undone) and removed.
     Replayed(PathBuf, Recovery),
+    /// A file named like our side files that is not provably ours, or that
+    /// a running process may still use: not touched (a warning; also in
+    /// [`RunReport::warnings`]).
+    LeftAlone(PathBuf, String),
 }
 
 /// The result of a whole run.
@@ -153,8 +165,12 @@ pub struct RunReport {
     /// Outputs that do not exist.
     #[serde(serialize_with = "ser_paths")]
     pub missing_outputs: Vec<PathBuf>,
-    /// Folders or entries that could not be read.
+    /// Folders or entries that could not be read, side files refused.
     pub walk_errors: Vec<String>,
+    /// Side files left alone, files whose hard links outside the tree keep
+    /// the old file.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Counts.
     pub summary: Summary,
     /// What the walk met, in order (for the log; the JSON has the two lists
@@ -195,6 +211,11 @@ impl Summary {
 }
 
 impl RunReport {
+    pub(super) fn left_alone(&mut self, path: &Path, why: String) {
+        self.warnings.push(format!("{}: left alone: {why}", path.display()));
+        self.events.push(WalkEvent::LeftAlone(path.to_path_buf(), why));
+    }
+
     pub(super) fn walk_error(&mut self, message: String) {
         self.events.push(WalkEvent::Error(message.clone()));
         self.walk_errors.push(message);

@@ -14,7 +14,10 @@ use super::{read_full_at, FileError};
 use crate::elf::patch::{self, Edit, Piece};
 use crate::elf::runpath::Tag;
 use crate::elf::{Elf, ElfError};
-use crate::fs::atomic::{Journal, Replacement};
+use crate::error::PathError;
+use crate::fs::atomic::Replacement;
+use crate::fs::side::Journal;
+use crate::fs::xattr;
 
 /// A verified new file, waiting for the original's map and descriptor to
 /// be dropped before it replaces the original.
@@ -33,7 +36,9 @@ pub(super) enum Pending {
 }
 
 /// Writes and verifies the new file for `change` without touching the
-/// original's bytes yet.
+/// original's bytes yet. `outside_links`: names of the file outside the
+/// walked tree (see [`in_place_changes_only_the_bytes`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn prepare(
     path: &Path,
     file: &File,
@@ -41,6 +46,7 @@ pub(super) fn prepare(
     elf: &Elf<'_>,
     change: &Change,
     in_place: bool,
+    outside_links: u64,
     sync: bool,
 ) -> Result<Pending, FileError> {
     let rw = &change.rw;
@@ -53,13 +59,42 @@ pub(super) fn prepare(
             .into());
         }
     }
-    if in_place && one_write(&rw.edits) {
+    let attrs = xattr::read(file)
+        .map_err(|e| PathError::during(path, "cannot read the file's extended attributes", e))?;
+    if in_place
+        && one_write(&rw.edits)
+        && in_place_changes_only_the_bytes(meta, &attrs, outside_links)
+    {
         if let Some(pending) = try_in_place(path, meta, elf, change, sync)? {
             return Ok(pending);
         }
     }
-    let repl = write_replacement(path, file, elf, rw, &change.value, change.tag)?;
+    let mut repl = write_replacement(path, file, elf, rw, &change.value, change.tag)?;
+    repl.keep_attributes(attrs);
     Ok(Pending::Replace(repl))
+}
+
+/// Whether patching in place does to the file what the replacement does,
+/// so that the two modes agree on everything but the inode:
+/// - the file has no names outside the walked tree: the replacement
+///   switches the names it walked and leaves any other name on the old
+///   file (a name we were not asked to patch is not changed), where a write
+///   in place would change the file under every name;
+/// - a write keeps its privileges: the kernel removes file capabilities
+///   (`security.capability`) from a file written to, whoever writes, and
+///   setuid/setgid when the writer is not root, where the replacement sets
+///   them again on the new file.
+///
+/// Otherwise the file is replaced even with `--in-place`.
+fn in_place_changes_only_the_bytes(
+    meta: &Metadata,
+    attrs: &xattr::Attributes,
+    outside_links: u64,
+) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    outside_links == 0 && !xattr::has_capability(attrs) && (root || meta.mode() & 0o6000 == 0)
 }
 
 /// In place only when the switch is one write within one page, which no
@@ -101,7 +136,7 @@ fn try_in_place(
     // before the switch. A folder we cannot write to gets none: the tail is
     // then left over (the file still reads as the old one everywhere).
     let e = &rw.edits[0];
-    let journal = match Journal::create(path, meta, old_len, e.offset, &e.bytes) {
+    let journal = match Journal::in_place(path, meta, old_len, e.offset, &e.bytes) {
         Ok(j) => Some(j),
         Err(err)
             if matches!(
@@ -208,7 +243,7 @@ fn write_replacement(
     value: &[u8],
     tag: Tag,
 ) -> Result<Replacement, FileError> {
-    let repl = Replacement::create(path)?;
+    let repl = Replacement::create_journaled(path)?;
     let out = repl.file();
     io::copy(&mut &*file, &mut &*out)?;
     for e in &rw.edits {

@@ -11,83 +11,22 @@
 //! before the rename (the `Drop` guard).
 //!
 //! A process killed outright (SIGKILL, OOM killer, power loss) runs no
-//! `Drop`: its temporary files (`.<name>.~nch<pid>-<n>.tmp`) and in-place
-//! journals (`.<name>.~nch<pid>-<n>.journal`, see [`Journal`]) stay behind.
-//! The next run recognises them by that marker and, when process `<pid>` no
-//! longer exists, removes the temporary files ([`stale`]) and replays the
-//! journals ([`recover`]) before it looks at anything else.
+//! `Drop`: its temporary files (`.<name>.~nch<pid>-<n>.tmp`) and journals
+//! (`.<name>.~nch<pid>-<n>.journal`) stay behind. The patcher's temporary
+//! files get a journal of the same stem first ([`Replacement::create_journaled`]),
+//! so that its next run can prove them its own and remove them
+//! ([`super::side`]); nothing else is ever removed by name.
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::destination::{self, Destination};
+use super::side::{self, Journal};
+use super::signals;
+use super::xattr;
 use crate::error::PathError;
-
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// The marker in the names of our temporary files and journals.
-const MARK: &[u8] = b".~nch";
-
-/// A name next to `target`: `.<name>.~nch<pid>-<n>.<suffix>`.
-fn side_name(target: &Path, suffix: &str) -> PathBuf {
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut name = b".".to_vec();
-    name.extend_from_slice(target.file_name().map(|n| n.as_bytes()).unwrap_or(b"file"));
-    // Keep the temp name within NAME_MAX even for very long file names.
-    name.truncate(200);
-    name.extend_from_slice(MARK);
-    name.extend_from_slice(format!("{}-{n}.{suffix}", std::process::id()).as_bytes());
-    target.with_file_name(std::ffi::OsStr::from_bytes(&name))
-}
-
-fn temp_name(target: &Path) -> PathBuf {
-    side_name(target, "tmp")
-}
-
-/// One of our side files, by name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SideFile {
-    /// A temporary file of [`Replacement`].
-    Temp,
-    /// An in-place [`Journal`].
-    Journal,
-}
-
-/// Whether `path` names one of our side files, and which process made it.
-pub fn side_file(path: &Path) -> Option<(SideFile, u32)> {
-    let name = path.file_name()?.as_bytes();
-    if !name.starts_with(b".") {
-        return None;
-    }
-    let (kind, rest) = if let Some(r) = name.strip_suffix(b".tmp") {
-        (SideFile::Temp, r)
-    } else if let Some(r) = name.strip_suffix(b".journal") {
-        (SideFile::Journal, r)
-    } else {
-        return None;
-    };
-    let at = rest.windows(MARK.len()).rposition(|w| w == MARK)?;
-    let tail = std::str::from_utf8(&rest[at + MARK.len()..]).ok()?;
-    let (pid, n) = tail.split_once('-')?;
-    n.parse::<u64>().ok()?;
-    Some((kind, pid.parse().ok()?))
-}
-
-/// Whether a side file was left by a process that no longer exists (so that
-/// it is safe to remove or replay). Our own process's files are never stale.
-pub fn stale(path: &Path) -> Option<SideFile> {
-    let (kind, pid) = side_file(path)?;
-    if pid == std::process::id() || pid == 0 || pid > i32::MAX as u32 {
-        return None;
-    }
-    // SAFETY: signal 0 only checks that the process exists.
-    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    let gone = r != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
-    gone.then_some(kind)
-}
 
 /// A temporary file that replaces `target` on [`Replacement::commit`] and is
 /// removed if dropped before that.
@@ -96,6 +35,14 @@ pub struct Replacement {
     target: PathBuf,
     temp: PathBuf,
     file: Option<File>,
+    /// The journal that makes the temporary file provably ours to a later
+    /// run (see [`side`]); dropped after the temporary file.
+    journal: Option<Journal>,
+    /// The temporary file's entry in the table a signal handler cleans
+    /// ([`signals`]).
+    _signal: Option<signals::Registered>,
+    /// Extended attributes the new file gets at commit ([`xattr`]).
+    attrs: xattr::Attributes,
 }
 
 /// The operation named when the temporary file cannot be created (callers
@@ -105,19 +52,44 @@ pub const TEMP_CREATE: &str = "cannot create the temporary file of the replaceme
 impl Replacement {
     /// Creates the temporary file (mode 0600 until commit).
     pub fn create(target: &Path) -> Result<Replacement, PathError> {
-        Self::create_mode(target, 0o600)
+        Self::create_mode(target, 0o600, false)
+    }
+
+    /// Creates the temporary file (mode 0600 until commit) after the
+    /// journal that lets a later run remove it if we are killed: for a tree
+    /// that a later run walks (the patcher's files).
+    pub fn create_journaled(target: &Path) -> Result<Replacement, PathError> {
+        Self::create_mode(target, 0o600, true)
     }
 
     /// Creates the temporary file with `mode` (less the umask).
-    fn create_mode(target: &Path, mode: u32) -> Result<Replacement, PathError> {
+    fn create_mode(target: &Path, mode: u32, journaled: bool) -> Result<Replacement, PathError> {
+        let busy = |e: &io::Error| e.kind() == io::ErrorKind::AlreadyExists;
         for _ in 0..16 {
-            let temp = temp_name(target);
+            let stem = side::stem(target);
+            let journal = match journaled.then(|| Journal::temp(target, &stem)).transpose() {
+                Ok(j) => j,
+                Err(e) if busy(&e.source) => continue,
+                Err(e) => return Err(PathError::during(target, TEMP_CREATE, e.source)),
+            };
+            let temp = side::named(target, &stem, "tmp");
+            // Registered before it exists, so that no moment has the file
+            // and no entry; the name is ours alone (our pid, a fresh
+            // number), and the entry goes at once if it is taken.
+            let signal = signals::register(&temp, signals::Kind::Temp);
             match OpenOptions::new().read(true).write(true).create_new(true).mode(mode).open(&temp)
             {
                 Ok(file) => {
-                    return Ok(Replacement { target: target.to_path_buf(), temp, file: Some(file) })
+                    return Ok(Replacement {
+                        target: target.to_path_buf(),
+                        _signal: signal,
+                        temp,
+                        file: Some(file),
+                        journal,
+                        attrs: Vec::new(),
+                    })
                 }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) if busy(&e) => continue,
                 Err(e) => return Err(PathError::during(target, TEMP_CREATE, e)),
             }
         }
@@ -134,6 +106,12 @@ impl Replacement {
         self.file.as_ref().expect("file present until commit")
     }
 
+    /// Gives the new file these extended attributes at commit (after its
+    /// owner, which would remove file capabilities).
+    pub fn keep_attributes(&mut self, attrs: xattr::Attributes) {
+        self.attrs = attrs;
+    }
+
     /// The temporary file's path.
     pub fn temp_path(&self) -> &Path {
         &self.temp
@@ -142,8 +120,19 @@ impl Replacement {
     /// Gives the new file the original's owner and mode, then renames it over
     /// the original and over every other name in `links`.
     pub fn commit(
-        mut self,
+        self,
         original: &std::fs::Metadata,
+        links: &[PathBuf],
+        sync: bool,
+    ) -> Result<(), PathError> {
+        let owner = (original.uid(), original.gid(), original.mode() & 0o7777);
+        self.commit_as(owner, links, sync)
+    }
+
+    /// [`Replacement::commit`] with the owner `(uid, gid)` and `mode` given.
+    fn commit_as(
+        mut self,
+        (uid, gid, mode): (u32, u32, u32),
         links: &[PathBuf],
         sync: bool,
     ) -> Result<(), PathError> {
@@ -154,12 +143,20 @@ impl Replacement {
             move |e| PathError::during(target, op, e)
         };
         let meta = file.metadata().map_err(err("cannot read the new file's metadata"))?;
-        if meta.uid() != original.uid() || meta.gid() != original.gid() {
-            std::os::unix::fs::fchown(&file, Some(original.uid()), Some(original.gid()))
+        if meta.uid() != uid || meta.gid() != gid {
+            std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
                 .map_err(err("cannot give the new file the old file's owner"))?;
         }
-        file.set_permissions(std::fs::Permissions::from_mode(original.mode() & 0o7777))
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
             .map_err(err("cannot give the new file the old file's mode"))?;
+        xattr::write(&file, &self.attrs).map_err(|(name, e)| {
+            let e = io::Error::new(e.kind(), format!("{name}: {}", crate::error::describe_io(&e)));
+            PathError::during(
+                &target,
+                "cannot give the new file the old file's extended attribute",
+                e,
+            )
+        })?;
         if sync {
             file.sync_all().map_err(err("cannot sync the new file"))?;
         }
@@ -169,7 +166,11 @@ impl Replacement {
         // The temporary name is gone now; nothing for Drop to clean.
         self.temp = PathBuf::new();
         for link in links {
-            let temp = temp_name(link);
+            // Each temporary name gets its journal first, as the file did.
+            let stem = side::stem(link);
+            let journal = Journal::temp(link, &stem)?;
+            let temp = side::named(link, &stem, "tmp");
+            let _signal = signals::register(&temp, signals::Kind::Temp);
             std::fs::hard_link(&self.target, &temp)
                 .map_err(|e| PathError::during(link, "cannot hard-link the new file here", e))?;
             if let Err(e) = std::fs::rename(&temp, link) {
@@ -188,6 +189,7 @@ impl Replacement {
                 std::fs::remove_file(&temp)
                     .map_err(|e| PathError::during(&temp, "cannot remove the temporary name", e))?;
             }
+            journal.finish();
         }
         Ok(())
     }
@@ -198,25 +200,39 @@ impl Drop for Replacement {
         if !self.temp.as_os_str().is_empty() {
             let _ = std::fs::remove_file(&self.temp);
         }
+        // The journal goes after the file it names.
+        drop(self.journal.take());
     }
 }
 
-/// Writes a whole file through `fill`: afterwards `path` holds the old file
-/// or everything `fill` wrote, never a part (a report a CI step or Hydra
-/// reads while we write, or one left by a failure, is never cut). An
-/// existing file keeps its owner and mode; a new one gets 0666 less the
-/// umask, as a file made by `>` does. On any failure the temporary file is
-/// removed and the old file is untouched.
+/// Writes a whole file through `fill` (a report, a baseline): afterwards
+/// the file `path` leads to holds the old file or everything `fill` wrote,
+/// never a part (a report a CI step or Hydra reads while we write, or one
+/// left by a failure, is never cut). A link is followed and its target
+/// replaced; a FIFO, a character device or `/dev/stdout` is written to as a
+/// stream; anything else that is not a regular file is refused
+/// ([`destination`]). An existing file keeps its owner and permission bits
+/// but never setuid or setgid (a report is no program); a new one gets 0666
+/// less the umask, as a file made by `>` does. On any failure the temporary
+/// file is removed and the old file is untouched.
 pub fn write_whole(
     path: &Path,
     fill: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
 ) -> Result<(), PathError> {
-    let original = std::fs::metadata(path).ok().filter(std::fs::Metadata::is_file);
-    let repl = match original {
-        Some(_) => Replacement::create(path)?,
-        None => Replacement::create_mode(path, 0o666)?,
+    let (target, original) = match destination::resolve(path)? {
+        Destination::Stream(file) => {
+            let err = |e| PathError::during(path, "cannot write", e);
+            let mut out = io::BufWriter::new(file);
+            fill(&mut out).map_err(err)?;
+            return io::Write::flush(&mut out).map_err(err);
+        }
+        Destination::File { path, existing } => (path, existing),
     };
-    let write_err = |e| PathError::during(path, "cannot write the new file", e);
+    let repl = match original {
+        Some(_) => Replacement::create(&target)?,
+        None => Replacement::create_mode(&target, 0o666, false)?,
+    };
+    let write_err = |e| PathError::during(&target, "cannot write the new file", e);
     let mut out = io::BufWriter::new(repl.file());
     fill(&mut out).map_err(write_err)?;
     io::Write::flush(&mut out).map_err(write_err)?;
@@ -225,120 +241,7 @@ pub fn write_whole(
         Some(meta) => meta,
         None => repl.file().metadata().map_err(write_err)?,
     };
-    repl.commit(&meta, &[], false)
-}
-
-/// The journal of an in-place patch: written before anything is appended to
-/// the file, removed after the header switch. It records the file's identity,
-/// its original length and the switch write, so that after a kill the next
-/// run ([`recover`]) can tell a switched file (keep it) from one with only the
-/// appended tail (truncate it back to the original bytes).
-///
-/// Format: `nch-journal 1 <dev> <ino> <old_len> <offset> <hex bytes>\n`
-/// followed by the target's file name (any bytes, to the end).
-#[derive(Debug)]
-pub struct Journal {
-    path: PathBuf,
-}
-
-const JOURNAL_MAGIC: &str = "nch-journal 1";
-
-/// What [`recover`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Recovery {
-    /// The switch had happened: the file is the complete patched file.
-    Completed,
-    /// The switch had not happened: the appended tail was cut off.
-    RolledBack,
-    /// Nothing to do (nothing appended yet, file gone or replaced).
-    Nothing,
-}
-
-impl Journal {
-    /// Writes the journal next to `target` (one write of a small file).
-    pub fn create(
-        target: &Path,
-        meta: &std::fs::Metadata,
-        old_len: u64,
-        offset: u64,
-        bytes: &[u8],
-    ) -> Result<Journal, PathError> {
-        let path = side_name(target, "journal");
-        let mut text = format!("{JOURNAL_MAGIC} {} {} {old_len} {offset} ", meta.dev(), meta.ino())
-            .into_bytes();
-        for b in bytes {
-            text.extend_from_slice(format!("{b:02x}").as_bytes());
-        }
-        text.push(b'\n');
-        text.extend_from_slice(target.file_name().map(|n| n.as_bytes()).unwrap_or(b""));
-        let err = |e| PathError::new(&path, e);
-        let mut f =
-            OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).map_err(err)?;
-        use std::io::Write;
-        let journal = Journal { path: path.clone() };
-        f.write_all(&text).map_err(err)?;
-        Ok(journal)
-    }
-
-    /// The patch is complete (or undone): the journal goes.
-    pub fn finish(self) {}
-}
-
-impl Drop for Journal {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// Replays a journal left by a killed run (see [`Journal`]), then removes it.
-pub fn recover(journal: &Path) -> Result<Recovery, PathError> {
-    let err = |e| PathError::new(journal, e);
-    let text = std::fs::read(journal).map_err(err)?;
-    let outcome = recover_inner(journal, &text);
-    std::fs::remove_file(journal).map_err(err)?;
-    outcome
-}
-
-fn recover_inner(journal: &Path, text: &[u8]) -> Result<Recovery, PathError> {
-    // A journal cut short was killed before it was complete, hence before
-    // anything was appended.
-    let Some(nl) = text.iter().position(|&b| b == b'\n') else { return Ok(Recovery::Nothing) };
-    let Ok(head) = std::str::from_utf8(&text[..nl]) else { return Ok(Recovery::Nothing) };
-    let Some(fields) = head.strip_prefix(JOURNAL_MAGIC) else { return Ok(Recovery::Nothing) };
-    let f: Vec<&str> = fields.split_whitespace().collect();
-    let [dev, ino, old_len, offset, hex] = f.as_slice() else { return Ok(Recovery::Nothing) };
-    let parse = |s: &str| s.parse::<u64>().ok();
-    let (Some(dev), Some(ino), Some(old_len), Some(offset)) =
-        (parse(dev), parse(ino), parse(old_len), parse(offset))
-    else {
-        return Ok(Recovery::Nothing);
-    };
-    let Some(bytes) = (0..hex.len() / 2)
-        .map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()
-    else {
-        return Ok(Recovery::Nothing);
-    };
-    let name = std::ffi::OsStr::from_bytes(&text[nl + 1..]);
-    let target = journal.with_file_name(name);
-    let file = match OpenOptions::new().read(true).write(true).open(&target) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Recovery::Nothing),
-        Err(e) => return Err(PathError::new(&target, e)),
-    };
-    let terr = |e| PathError::new(&target, e);
-    let meta = file.metadata().map_err(terr)?;
-    if (meta.dev(), meta.ino()) != (dev, ino) || meta.len() <= old_len {
-        return Ok(Recovery::Nothing);
-    }
-    let mut now = vec![0u8; bytes.len()];
-    use std::os::unix::fs::FileExt;
-    let switched = file.read_exact_at(&mut now, offset).is_ok() && now == bytes;
-    if switched {
-        return Ok(Recovery::Completed);
-    }
-    file.set_len(old_len).map_err(terr)?;
-    Ok(Recovery::RolledBack)
+    repl.commit_as((meta.uid(), meta.gid(), meta.mode() & 0o1777), &[], false)
 }
 
 #[cfg(test)]
@@ -368,7 +271,6 @@ mod tests {
         assert_eq!(names, vec![std::ffi::OsString::from("report.json")]);
     }
     use super::*;
-    use std::io::Write;
 
     #[test]
     fn dropped_replacement_leaves_nothing_behind() {
@@ -425,51 +327,5 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["f"]);
-    }
-
-    #[test]
-    fn side_files_are_recognised_by_name_and_only_when_their_process_is_gone() {
-        let t = temp_name(Path::new("/x/lib.so"));
-        assert_eq!(side_file(&t), Some((SideFile::Temp, std::process::id())));
-        assert_eq!(stale(&t), None, "our own files are not stale");
-        let j = side_name(Path::new("/x/a.b.~nch7"), "journal");
-        assert_eq!(side_file(&j), Some((SideFile::Journal, std::process::id())));
-        for other in [".lib.so.tmp", "lib.so.~nch1-2.tmp", ".a.~nchx-1.tmp", ".a.~nch1-.tmp"] {
-            assert_eq!(side_file(Path::new(other)), None, "{other}");
-        }
-        // A process that has exited.
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
-        let dead = PathBuf::from(format!("/x/.lib.so.~nch{pid}-0.tmp"));
-        assert_eq!(stale(&dead), Some(SideFile::Temp));
-    }
-
-    #[test]
-    fn journal_replay_cuts_an_unswitched_tail_and_keeps_a_switched_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("f\nname");
-        std::fs::write(&target, b"HEADER-old-body").unwrap();
-        let meta = std::fs::metadata(&target).unwrap();
-        // Not switched: the tail goes.
-        let j = Journal::create(&target, &meta, 15, 0, b"HEADER-NEW").unwrap();
-        let jpath = j.path.clone();
-        std::mem::forget(j); // as if killed
-        std::fs::OpenOptions::new().append(true).open(&target).unwrap().write_all(b"tail").unwrap();
-        assert_eq!(recover(&jpath).unwrap(), Recovery::RolledBack);
-        assert_eq!(std::fs::read(&target).unwrap(), b"HEADER-old-body");
-        assert!(!jpath.exists());
-        // Switched: kept.
-        let j = Journal::create(&target, &meta, 15, 0, b"HEADER-NEW").unwrap();
-        let jpath = j.path.clone();
-        std::mem::forget(j);
-        std::fs::write(&target, b"HEADER-NEWbodytail").unwrap();
-        assert_eq!(recover(&jpath).unwrap(), Recovery::Completed);
-        assert_eq!(std::fs::read(&target).unwrap(), b"HEADER-NEWbodytail");
-        // Cut short (killed while writing the journal): nothing to do.
-        let short = dir.path().join(".f.~nch1-1.journal");
-        std::fs::write(&short, b"nch-journal 1 1 2").unwrap();
-        assert_eq!(recover(&short).unwrap(), Recovery::Nothing);
-        assert!(!short.exists());
     }
 }

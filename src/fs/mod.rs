@@ -7,6 +7,10 @@
 //! through here.
 
 pub mod atomic;
+pub mod destination;
 pub mod pages;
+pub mod side;
+pub mod signals;
 pub mod typed;
 pub mod walk;
+pub mod xattr;

@@ -187,6 +187,9 @@ fn install_signal_cleanup() {
             for path in live().lock().unwrap_or_else(|e| e.into_inner()).iter() {
                 let _ = std::fs::remove_dir_all(path);
             }
+            // A report being written: its temporary file goes too (this
+            // handler replaces the one `fs::signals` would install).
+            crate::fs::signals::remove_registered();
             // SAFETY: _exit ends the process at once, with no destructor run
             // concurrently with the threads still working.
             unsafe { libc::_exit(128 + i32::from(byte)) };
