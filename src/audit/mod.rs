@@ -362,7 +362,7 @@ fn examine(
                 true => dlopen::scan(&elf, &loader, local, release),
                 false => crate::dlopen::Scan::default(),
             };
-            let host = dynamic::facts(&elf, loader, device_code, loads.libcuda_string, release);
+            let host = dynamic::facts(&elf, loader, device_code, &loads, release);
             Ok::<_, crate::elf::ElfError>((host, loads))
         },
     );

@@ -27,10 +27,14 @@ use crate::devicecode::DeviceCode;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "linkage", rename_all = "kebab-case")]
 pub enum Runtime {
-    /// NEEDED `libcudart.so.<major>`.
+    /// NEEDED `libcudart.so.<major>`, or the file is that runtime.
     Shared {
         /// The runtime's major version.
         major: u16,
+        /// The file is the runtime itself (its soname is
+        /// `libcudart.so.<major>`): it dlopens the driver.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        own: bool,
     },
     /// `cudart_static`, linked in.
     Static {
@@ -64,7 +68,7 @@ impl Runtime {
     /// The major version, when known.
     pub fn major(&self) -> Option<u16> {
         match self {
-            Runtime::Shared { major } => Some(*major),
+            Runtime::Shared { major, .. } => Some(*major),
             Runtime::Static { version, .. } => version.map(|v| v.major),
         }
     }
@@ -72,7 +76,10 @@ impl Runtime {
     /// `libcudart.so.13` / `the static CUDA 13.5 runtime`: how messages name it.
     pub fn describe(&self) -> String {
         match self {
-            Runtime::Shared { major } => format!("libcudart.so.{major}"),
+            Runtime::Shared { major, own: false } => format!("libcudart.so.{major}"),
+            Runtime::Shared { major, own: true } => {
+                format!("the driver (it is libcudart.so.{major}, the CUDA {major} runtime)")
+            }
             Runtime::Static { version: Some(v), from } => format!(
                 "the static CUDA runtime of CUDA {v} (from the {})",
                 match from {
@@ -92,8 +99,12 @@ pub fn of(
     dev: Option<&DeviceCode>,
     note: impl FnOnce() -> Option<CudaVersion>,
 ) -> Option<Runtime> {
-    if let Some(major) = d.cudart_major() {
-        return Some(Runtime::Shared { major: u16::try_from(major).unwrap_or(u16::MAX) });
+    let major = |m: u32| u16::try_from(m).unwrap_or(u16::MAX);
+    if let Some(m) = d.cudart_major() {
+        return Some(Runtime::Shared { major: major(m), own: false });
+    }
+    if let Some(m) = d.own_cudart_major() {
+        return Some(Runtime::Shared { major: major(m), own: true });
     }
     if !d.static_cudart {
         return None;
@@ -144,7 +155,10 @@ mod tests {
     fn shared_static_and_unknown_runtimes() {
         let mut shared = HostFacts::default();
         shared.loader.needed = vec!["libcudart.so.13".into()];
-        assert_eq!(of(&shared, None, || None), Some(Runtime::Shared { major: 13 }));
+        assert_eq!(of(&shared, None, || None), Some(Runtime::Shared { major: 13, own: false }));
+        let mut own = HostFacts::default();
+        own.loader.soname = Some("libcudart.so.12".into());
+        assert_eq!(of(&own, None, || None), Some(Runtime::Shared { major: 12, own: true }));
         let none = HostFacts::default();
         assert_eq!(of(&none, None, || Some(cuda("13.5"))), None);
         let stat = HostFacts { static_cudart: true, ..Default::default() };

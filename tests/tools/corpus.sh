@@ -48,6 +48,12 @@ sets=(
   # issue 21 (the dlopen fix on this machine): procps' libproc2 dlopens
   # libnuma.so, then libnuma.so.1 (`ps -o numa`); this machine's own packages
   "deb-dlopen|deb:amd64|libproc2-0 libnuma1"
+  # issue 30 (no false clean, no false runs): the shared CUDA 12.9 runtime, which
+  # dlopens libcuda.so.1, and Debian's ffmpeg libraries, which dlopen libcuda.so.1,
+  # libnvcuvid.so.1 and libnvidia-encode.so.1 (a Debian package pinned as
+  # NAME=VERSION: the version bookworm serves)
+  "cudart12|nvidia-cuda-runtime-cu12==12.9.79|*/libcudart.so.12"
+  "deb-ffmpeg|deb:amd64|libavutil57=7:5.1.9-0+deb12u1 libavcodec59=7:5.1.9-0+deb12u1"
 )
 wanted=("$@")
 ((${#wanted[@]})) || wanted=(curand12 curand13 cupy cufft)
@@ -103,7 +109,7 @@ wheel_for() {
 # package lists when this machine does not know it yet (as root, under the
 # apt lock the test tools share).
 debs_for() {
-  local arch=$1 dest=$2 tmp pkg
+  local arch=$1 dest=$2 tmp pkg want
   shift 2
   if [[ $arch != "$(dpkg --print-architecture)" ]] &&
     { ! dpkg --print-foreign-architectures | grep -qx "$arch" ||
@@ -114,7 +120,9 @@ debs_for() {
   fi
   tmp=$(mktemp -d "$cache/.deb.XXXXXX")
   for pkg in "$@"; do
-    if ! (cd "$tmp" && apt-get -o APT::Sandbox::User=root download -qq "$pkg:$arch" >&2); then
+    # NAME=VERSION pins a version: apt spells it NAME:ARCH=VERSION.
+    if [[ $pkg == *=* ]]; then want="${pkg%%=*}:$arch=${pkg#*=}"; else want="$pkg:$arch"; fi
+    if ! (cd "$tmp" && apt-get -o APT::Sandbox::User=root download -qq "$want" >&2); then
       rm -rf "$tmp"
       echo "corpus.sh: apt-get download $pkg:$arch failed" >&2
       return 1

@@ -88,7 +88,7 @@ pub fn driver(
     let has = driver_name(drv);
     if let Some(rt) = runtime {
         let library = match rt {
-            Runtime::Shared { major } => format!("libcudart.so.{major}"),
+            Runtime::Shared { major, .. } => format!("libcudart.so.{major}"),
             Runtime::Static { .. } => "cudart_static".to_string(),
         };
         match rt.major().map(|m| drv.runs_runtime(m)) {

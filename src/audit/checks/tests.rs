@@ -54,7 +54,7 @@ fn program(runpath: Option<&str>, rpath: Option<&str>, needed: &[&str]) -> HostF
         needed: needed.iter().map(|n| n.to_string()).collect(),
         ..DynamicFacts::default()
     };
-    HostFacts { loader, static_cudart: false }
+    HostFacts { loader, ..Default::default() }
 }
 
 fn ids(findings: &[Finding]) -> Vec<&'static str> {
@@ -87,6 +87,36 @@ fn runpath_checks_over_made_up_files() {
         ("rpath", program(None, Some("/a"), &[]), vec!["rpath-instead-of-runpath"]),
         ("both tags", program(Some("/a"), Some("/a"), &[]), vec![]),
         ("static cudart", cudart, vec!["cudart-static"]),
+        (
+            "NEEDED NVML, no driver",
+            program(None, None, &["libnvidia-ml.so.1"]),
+            vec!["missing-driver-runpath"],
+        ),
+        (
+            "dlopens NVENC, no driver",
+            HostFacts {
+                driver_dlopen: vec!["libnvidia-encode.so.1".into()],
+                ..program(Some("$ORIGIN"), None, &[])
+            },
+            vec!["missing-driver-runpath"],
+        ),
+        (
+            "dlopens NVENC, driver on RUNPATH",
+            HostFacts {
+                driver_dlopen: vec!["libnvidia-encode.so.1".into()],
+                ..program(Some(DRIVER), None, &[])
+            },
+            vec![],
+        ),
+        (
+            "is libcudart, no driver",
+            {
+                let mut f = program(None, None, &[]);
+                f.loader.soname = Some("libcudart.so.12".into());
+                f
+            },
+            vec!["missing-driver-runpath"],
+        ),
         (
             "static cudart, no driver",
             HostFacts { static_cudart: true, ..program(None, None, &[]) },
@@ -272,7 +302,7 @@ fn driver_checks_over_made_up_files() {
     );
     let sass90 = code(&[(arch(90, B), Sass::Kernels)], &[]);
     let cuda = |v: &str| CudaVersion::parse(v).unwrap();
-    let shared = |major| Some(Runtime::Shared { major });
+    let shared = |major| Some(Runtime::Shared { major, own: false });
     let stat = |v: Option<&str>| Some(Runtime::Static { version: v.map(cuda), from: None });
     let d580 = Driver::from_version("580.95.05").unwrap();
     let d550 = Driver::from_version("550.54.15").unwrap();
