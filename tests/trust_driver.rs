@@ -175,5 +175,86 @@ fn driver_470_cannot_load_the_cuda_12_runtime_itself() {
     // A CUDA 12 driver runs it.
     let report = audit(&["--driver-version", "525.60.13"], &[&lib]);
     assert!(of_check(&report, "driver-too-old-for-runtime").is_empty(), "{report:#}");
-    let _ = audit_text;
+}
+
+// ---- item 2: no false runs ---------------------------------------------
+
+/// cuFFT 11.4.1.4 (CUDA 12.9) holds no CUDA runtime (no runtime markers,
+/// no `cuGetProcAddress`): it calls the driver itself and dlopens
+/// `libnvJitLink.so.12`. Its PTX says `.version 7.0`/`7.8`, which the old
+/// audit took for a static CUDA 11.8 runtime and so said driver 470 (CUDA
+/// 11.4) `runs` its sm_80 code. `libcufft.so.11` ships only with CUDA 12:
+/// a CUDA 12 driver (525.60.13 or newer) is needed.
+#[test]
+fn cufft_11_does_not_run_on_driver_470() {
+    let lib = corpus("cufft", "libcufft.so.11");
+    let args = ["--driver-version", "470.256.02", "--cuda-capabilities", "8.0"];
+    let text = audit_text(&args, &[&lib]);
+    assert!(!text.contains("SASS sm_80 (runs)"), "{text}");
+    assert!(
+        text.contains("requested 8.0: SASS sm_80 (runtime needs CUDA 12.0 driver, has 11.4)"),
+        "{text}"
+    );
+    let report = audit(&args, &[&lib]);
+    let rt = &report["files"][0]["runtime"];
+    assert_eq!(rt["linkage"], "library-release", "{rt}");
+    assert_eq!(
+        (rt["library"].as_str(), rt["cuda_major"].as_u64()),
+        (Some("libcufft.so.11"), Some(12))
+    );
+    assert!(rt.get("from").is_none(), "no version read from the PTX ISA: {rt}");
+    let found = of_check(&report, "driver-too-old-for-runtime");
+    assert_eq!(found.len(), 1, "{report:#}");
+    assert_eq!(found[0].2, "libcufft.so.11");
+    assert!(found[0].1.contains("525.60.13"), "{}", found[0].1);
+    // It is no static runtime: no cudart-static info.
+    assert!(of_check(&report, "cudart-static").is_empty(), "{report:#}");
+    let cov = &report["files"][0]["coverage"][0]["driver"];
+    assert_eq!(
+        (cov["runs"].as_bool(), cov["reason"].as_str()),
+        (Some(false), Some("runtime-too-new"))
+    );
+    // A CUDA 12 driver runs it, proven by the release.
+    let report = audit(&["--driver-version", "525.60.13", "--cuda-capabilities", "8.0"], &[&lib]);
+    assert_eq!(report["files"][0]["coverage"][0]["driver"]["runs"], true, "{report:#}");
+}
+
+/// The same cuFFT under a soname no reviewed row knows: nothing in the file
+/// names its CUDA version (its PTX ISA 7.8 says only "CUDA 11.8 or
+/// newer"), so the verdict is unknown, with the reason, not "runs". The
+/// copy differs only in its soname (patchelf).
+#[test]
+fn a_library_that_calls_the_driver_and_names_no_version_is_unknown() {
+    let lib = corpus("cufft", "libcufft.so.11");
+    let dir = tmp("cufft-unknown");
+    let file = copy(&dir, &lib, "libfft.so.1");
+    let patchelf = common::tool("patchelf");
+    let out =
+        Command::new(patchelf).args(["--set-soname", "libfft.so.1"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "patchelf: {}", common::text(&out));
+    let args = ["--driver-version", "470.256.02", "--cuda-capabilities", "8.0"];
+    let text = audit_text(&args, &[&file]);
+    assert!(!text.contains("(runs)"), "{text}");
+    assert!(text.contains("requested 8.0: SASS sm_80 (unknown: "), "{text}");
+    let report = audit(&args, &[&file]);
+    let rt = &report["files"][0]["runtime"];
+    assert_eq!(rt["linkage"], "unknown", "{rt}");
+    assert_eq!(rt["calls_driver"], true, "{rt}");
+    assert_eq!(rt["floor"], "11.8", "the PTX ISA is a floor: {rt}");
+    assert!(rt.get("version").is_none(), "{rt}");
+    let unknown = of_check(&report, "driver-verdict-unknown");
+    assert_eq!(unknown.len(), 1, "{report:#}");
+    assert!(unknown[0].1.contains("calls the GPU driver itself"), "{}", unknown[0].1);
+    assert!(unknown[0].1.contains("CUDA 11.8 or newer"), "{}", unknown[0].1);
+    let cov = &report["files"][0]["coverage"][0]["driver"];
+    assert_eq!((cov["runs"].as_bool(), cov["reason"].as_str()), (Some(false), Some("unknown")));
+    assert!(cov["why"].is_string(), "{cov}");
+    // The HTML matrix's D cell says the same (one verdict function).
+    let out = common::outside_build(Command::new(OURS).args(["--format", "html"]).args(args))
+        .arg(&file)
+        .output()
+        .unwrap();
+    let html = String::from_utf8_lossy(&out.stdout);
+    assert!(html.contains("was not decided: it calls the driver"), "HTML cell title");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
