@@ -78,7 +78,7 @@ checks! {
         "a CUDA stubs folder on the RUNPATH makes the program load the stub libcuda.so and fail with CUDA_ERROR_STUB_LIBRARY",
         "remove the */lib/stubs entry (removeStubsFromRunpathHook, or link against stubs with -Wl,--as-needed and no rpath)";
     MissingDriverRunpath = "missing-driver-runpath", Error, "entry",
-        "the file needs libcuda.so.1 but /run/opengl-driver/lib is not on its RUNPATH, so it cannot find the driver on NixOS",
+        "the file may load a GPU driver library (a NEEDED entry, a dlopen target, the CUDA runtime's libcuda.so.1) but the driver folder /run/opengl-driver/lib is not on its RUNPATH, so on NixOS the load fails",
         "add autoAddDriverRunpath to nativeBuildInputs (outside Nix: auto-add-driver-runpath FILE)";
     TmpdirInRunpath = "tmpdir-in-runpath", Error, "entry",
         "a RUNPATH entry points into the build folder, which does not exist at run time (and may be writable by others)",
@@ -120,13 +120,13 @@ checks! {
         "one tree links two major versions of the CUDA runtime: two runtimes in one process",
         "build every component against the same cudaPackages set";
     DriverTooOldForRuntime = "driver-too-old-for-runtime", Error, "library",
-        "the driver given with --driver-version/--driver-cuda cannot load the CUDA runtime the file needs (a newer major, or below the minor version compatibility floor): the first CUDA call fails with 'CUDA driver version is insufficient for CUDA runtime version'",
+        "the driver given with --driver-version/--driver-cuda cannot load the CUDA runtime the file needs or is (a newer major, or below the minor version compatibility floor; the runtime named by a NEEDED entry, its own soname, a known NVIDIA library release, or a floor its PTX ISA sets): the first CUDA call fails with 'CUDA driver version is insufficient for CUDA runtime version'",
         "run on a newer driver; on a data-center GPU or Jetson, cudaPackages.cuda_compat of the runtime's CUDA version brings a newer user-mode driver; or build against an older cudaPackages set";
     PtxTooNewForDriver = "ptx-too-new-for-driver", Error, "capability",
         "a capability runs only through PTX whose ISA version is newer than the given driver can JIT-compile: kernels fail with 'the provided PTX was compiled with an unsupported toolchain'",
         "add SASS for the capability, run on a newer driver, or (data-center GPUs, Jetson) use cudaPackages.cuda_compat; building with an older toolkit lowers the PTX ISA";
     DriverVerdictUnknown = "driver-verdict-unknown", Warning, "",
-        "with a driver given, the tool could not decide whether it runs the file: a static CUDA runtime whose version the file does not say, or a PTX ISA newer than the tool's table",
+        "with a driver given, the tool could not decide whether it runs the file: it loads the driver but says not which CUDA version it needs (a static CUDA runtime without a toolkit note, a library that calls the driver itself and is no known NVIDIA release; a PTX ISA is only a floor), or a PTX ISA newer than the tool's table",
         "check by hand (cuobjdump -ptx shows .version; the build's cudaPackages set names the runtime), or update the tool";
     DlopenUnresolved = "dlopen-unresolved", Warning, "library",
         "a library the file loads with dlopen is found nowhere its dlopen searches (its own RUNPATH, not the program's): the feature fails at run time, often with a misleading message (an error when the dlopen facts table says the library's main job needs it)",

@@ -26,12 +26,9 @@ use crate::store::mounts::{Located, Mount, Mounts, Tree};
 /// Sonames glibc provides next to its loader.
 pub use crate::elf::dynamic::C_RUNTIME;
 
-/// Sonames the GPU driver provides at run time.
-pub use crate::cuda::driver::LIBRARIES as DRIVER;
-
 /// Whether the machine, not the package, provides this soname.
 pub fn provided_by_system(name: &str) -> bool {
-    C_RUNTIME.contains(&name) || DRIVER.contains(&name)
+    C_RUNTIME.contains(&name) || crate::cuda::driver::is_library(name)
 }
 
 /// What an object tells the loader, and where it lives.

@@ -147,7 +147,9 @@ pub struct Coverage {
 pub struct DriverVerdict {
     /// Whether the capability's code runs on the driver.
     pub runs: bool,
-    /// Why not: `ptx-too-new`, `runtime-too-new`, or `unknown` (not decided).
+    /// Why not: `ptx-too-new`, `runtime-too-new`, or `unknown` (not
+    /// decided: the file does not prove the CUDA version it needs, see
+    /// [`runtime::Runtime`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<crate::cuda::driver::NotRunning>,
     /// The CUDA version the driver must support (the PTX's, or the runtime's major).
@@ -155,6 +157,9 @@ pub struct DriverVerdict {
     pub needs_cuda: Option<String>,
     /// The CUDA version the driver supports.
     pub has_cuda: String,
+    /// Why not decided (reason `unknown`), in a few words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// The coverage of every requested capability by `dev`'s code; with a
@@ -364,7 +369,7 @@ fn examine(
                 true => dlopen::scan(&elf, &loader, local, release),
                 false => crate::dlopen::Scan::default(),
             };
-            let host = dynamic::facts(&elf, loader, device_code, loads.libcuda_string, release);
+            let host = dynamic::facts(&elf, loader, device_code, &loads, release);
             Ok::<_, crate::elf::ElfError>((host, loads))
         },
     );

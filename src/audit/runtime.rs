@@ -1,21 +1,25 @@
 //! The CUDA runtime a file needs, for the driver verdict
 //! (docs/driver-compatibility.md, "The runtime a file needs").
 //!
-//! A shared runtime is named by its NEEDED entry (`libcudart.so.13`): the
-//! major version, which is all minor version compatibility asks about. A
-//! static runtime (`cudart_static`, nvcc's default) leaves no version in any
-//! table or string of its own: `cudaRuntimeGetVersion` returns an immediate
-//! operand of machine code. What the file does say is which toolkit built
-//! its device code, and nvcc links the `cudart_static` of its own toolkit:
-//! - the PTX ISA version of its PTX entries (entry headers, no read): nvcc
-//!   writes its own toolkit's ISA (13.5 writes 9.5);
-//! - else the toolkit note nvcc leaves in every cubin and PTX text
-//!   (`Cuda compilation tools, release 13.5, V13.5.37`), found in the
-//!   fatbin sections as stored; compressed entries hide it.
+//! A verdict is "runs" only where the file proves which CUDA major version
+//! it needs of the driver:
+//! - a NEEDED `libcudart.so.13`, or the file is that runtime (its soname);
+//! - a known NVIDIA library release ([`crate::cuda::releases`]): cuFFT's
+//!   `libcufft.so.11` ships only with CUDA 12;
+//! - a static runtime (`cudart_static`, nvcc's default; its markers, see
+//!   [`HostFacts::static_cudart`]) of the release nvcc's toolkit note names
+//!   (`Cuda compilation tools, release 13.5, V13.5.37`, in every cubin and
+//!   PTX text, found in the fatbin sections as stored; compressed entries
+//!   hide it): nvcc links the `cudart_static` of its own toolkit. The
+//!   runtime keeps no version of its own in any string: `cudaRuntimeGetVersion`
+//!   returns an immediate operand of machine code.
 //!
-//! Neither is the runtime's own number: a build that compiles device code
-//! with one toolkit and links another's `cudart_static` is misjudged. When
-//! neither is there, the version is unknown and the finding says so.
+//! The PTX ISA version of the file's PTX is only a floor: PTX 7.8 was
+//! written by CUDA 11.8 or later, so its runtime is of CUDA 11 or later,
+//! and a driver of an older major cannot load it; it never names the
+//! toolkit (cuFFT 11.4 of CUDA 12.9 carries PTX of ISA 7.0 and 7.8).
+//! Anything else that has device code or loads the driver is
+//! [`Runtime::Unknown`], and the verdict says so.
 
 use serde::Serialize;
 
@@ -27,19 +31,44 @@ use crate::devicecode::DeviceCode;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "linkage", rename_all = "kebab-case")]
 pub enum Runtime {
-    /// NEEDED `libcudart.so.<major>`.
+    /// NEEDED `libcudart.so.<major>`, or the file is that runtime.
     Shared {
         /// The runtime's major version.
         major: u16,
+        /// The file is the runtime itself (its soname is
+        /// `libcudart.so.<major>`): it dlopens the driver.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        own: bool,
     },
     /// `cudart_static`, linked in.
     Static {
-        /// The toolkit release that built the device code, when the file
-        /// says it ([`Source`]).
+        /// The toolkit release nvcc's note names, when the file holds one.
         #[serde(serialize_with = "ser_version")]
         version: Option<CudaVersion>,
         /// Where the version was read.
         from: Option<Source>,
+        /// The floor the PTX ISA sets ([`Runtime::floor`]).
+        #[serde(serialize_with = "ser_version", skip_serializing_if = "Option::is_none")]
+        floor: Option<CudaVersion>,
+    },
+    /// A known NVIDIA library release ([`crate::cuda::releases`]): it
+    /// needs a driver of its CUDA major version, as a runtime of that
+    /// major does.
+    LibraryRelease {
+        /// Its soname (`libcufft.so.11`).
+        library: &'static str,
+        /// The CUDA major version that ships it.
+        cuda_major: u16,
+    },
+    /// The file has device code or loads the driver, and says not which
+    /// CUDA version it needs.
+    Unknown {
+        /// It loads the driver itself (cuFFT 11: `libcuda.so.1`, `cuInit`);
+        /// else its device code registers with a runtime it does not hold.
+        calls_driver: bool,
+        /// The floor the PTX ISA sets ([`Runtime::floor`]).
+        #[serde(serialize_with = "ser_version", skip_serializing_if = "Option::is_none")]
+        floor: Option<CudaVersion>,
     },
 }
 
@@ -47,8 +76,6 @@ pub enum Runtime {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Source {
-    /// The highest PTX ISA version of the device code.
-    PtxIsa,
     /// nvcc's toolkit note in a cubin or PTX text.
     ToolkitNote,
 }
@@ -61,51 +88,107 @@ fn ser_version<S: serde::Serializer>(v: &Option<CudaVersion>, s: S) -> Result<S:
 }
 
 impl Runtime {
-    /// The major version, when known.
+    /// The major version, when proven.
     pub fn major(&self) -> Option<u16> {
         match self {
-            Runtime::Shared { major } => Some(*major),
+            Runtime::Shared { major, .. } => Some(*major),
             Runtime::Static { version, .. } => version.map(|v| v.major),
+            Runtime::LibraryRelease { cuda_major, .. } => Some(*cuda_major),
+            Runtime::Unknown { .. } => None,
+        }
+    }
+
+    /// Where the major is not proven: the first CUDA version whose driver
+    /// JIT-compiles the file's newest PTX, a floor the runtime's version
+    /// cannot be below (the toolkit that wrote the PTX is that one or newer).
+    pub fn floor(&self) -> Option<CudaVersion> {
+        match self {
+            Runtime::Static { version: None, floor, .. } | Runtime::Unknown { floor, .. } => *floor,
+            _ => None,
+        }
+    }
+
+    /// The library a finding is about: `libcudart.so.13`, `cudart_static`,
+    /// `libcufft.so.11`; none for an unknown runtime.
+    pub fn library(&self) -> Option<String> {
+        match self {
+            Runtime::Shared { major, .. } => Some(format!("libcudart.so.{major}")),
+            Runtime::Static { .. } => Some("cudart_static".to_string()),
+            Runtime::LibraryRelease { library, .. } => Some(library.to_string()),
+            Runtime::Unknown { .. } => None,
         }
     }
 
     /// `libcudart.so.13` / `the static CUDA 13.5 runtime`: how messages name it.
     pub fn describe(&self) -> String {
         match self {
-            Runtime::Shared { major } => format!("libcudart.so.{major}"),
-            Runtime::Static { version: Some(v), from } => format!(
-                "the static CUDA runtime of CUDA {v} (from the {})",
-                match from {
-                    Some(Source::PtxIsa) => "PTX ISA version of its device code",
-                    _ => "toolkit note of its device code",
-                }
+            Runtime::Shared { major, own: false } => format!("libcudart.so.{major}"),
+            Runtime::Shared { major, own: true } => {
+                format!("the driver (it is libcudart.so.{major}, the CUDA {major} runtime)")
+            }
+            Runtime::Static { version: Some(v), .. } => format!(
+                "the static CUDA runtime of CUDA {v} (from the toolkit note of its device code)"
             ),
             Runtime::Static { version: None, .. } => "the static CUDA runtime".to_string(),
+            Runtime::LibraryRelease { library, cuda_major } => format!(
+                "a CUDA {cuda_major} driver ({library} is NVIDIA's CUDA {cuda_major} release of it)"
+            ),
+            Runtime::Unknown { calls_driver: true, .. } => "the GPU driver".to_string(),
+            Runtime::Unknown { calls_driver: false, .. } => "a CUDA runtime".to_string(),
+        }
+    }
+
+    /// Why the major is not known, in a few words (the coverage verdict's
+    /// `unknown: ...`); `None` where it is.
+    pub fn unknown_why(&self) -> Option<&'static str> {
+        match self {
+            Runtime::Static { version: None, .. } => {
+                Some("a static CUDA runtime whose version the file does not say")
+            }
+            Runtime::Unknown { calls_driver: true, .. } => {
+                Some("it calls the driver and holds no CUDA runtime or known library release")
+            }
+            Runtime::Unknown { calls_driver: false, .. } => {
+                Some("its code registers with a CUDA runtime the file does not hold")
+            }
+            _ => None,
         }
     }
 }
 
-/// The runtime `d` needs; `note` searches the fatbin sections for the
-/// toolkit note (called only for a static runtime without PTX).
+/// The runtime `d` needs, with `dev` its device code if any; `note`
+/// searches the fatbin sections for the toolkit note (called only for a
+/// static runtime).
 pub fn of(
     d: &HostFacts,
     dev: Option<&DeviceCode>,
     note: impl FnOnce() -> Option<CudaVersion>,
 ) -> Option<Runtime> {
-    if let Some(major) = d.cudart_major() {
-        return Some(Runtime::Shared { major: u16::try_from(major).unwrap_or(u16::MAX) });
+    let major = |m: u32| u16::try_from(m).unwrap_or(u16::MAX);
+    if let Some(m) = d.cudart_major() {
+        return Some(Runtime::Shared { major: major(m), own: false });
     }
-    if !d.static_cudart {
-        return None;
+    if let Some(m) = d.own_cudart_major() {
+        return Some(Runtime::Shared { major: major(m), own: true });
     }
-    let isa = dev.and_then(|dev| dev.ptx_isa().into_values().max());
-    if let Some(v) = isa.and_then(|i| crate::cuda::driver::ptx_needs((i.major, i.minor))) {
-        return Some(Runtime::Static { version: Some(v), from: Some(Source::PtxIsa) });
+    if let Some((library, cuda_major)) =
+        d.loader.soname.as_deref().and_then(crate::cuda::releases::of)
+    {
+        return Some(Runtime::LibraryRelease { library, cuda_major });
     }
-    match note() {
-        Some(v) => Some(Runtime::Static { version: Some(v), from: Some(Source::ToolkitNote) }),
-        None => Some(Runtime::Static { version: None, from: None }),
+    let floor = dev
+        .and_then(|dev| dev.ptx_isa().into_values().max())
+        .and_then(|i| crate::cuda::driver::ptx_needs((i.major, i.minor)));
+    if d.static_cudart {
+        let version = note();
+        let from = version.map(|_| Source::ToolkitNote);
+        return Some(Runtime::Static { version, from, floor });
     }
+    // A program or library with device code registers it with some
+    // runtime; a relocatable object's code is judged where it is linked,
+    // and a file without device code has no kernels to judge.
+    let calls_driver = d.driver_use().is_some();
+    (d.loader.dynamic && dev.is_some()).then_some(Runtime::Unknown { calls_driver, floor })
 }
 
 /// The first `Cuda compilation tools, release X.Y` in `bytes`.
@@ -140,26 +223,50 @@ mod tests {
         assert_eq!(toolkit_note(b"nothing"), None);
     }
 
+    fn dynamic() -> HostFacts {
+        let mut h = HostFacts::default();
+        h.loader.dynamic = true;
+        h
+    }
+
     #[test]
-    fn shared_static_and_unknown_runtimes() {
-        let mut shared = HostFacts::default();
+    fn shared_own_release_static_and_unknown_runtimes() {
+        let mut shared = dynamic();
         shared.loader.needed = vec!["libcudart.so.13".into()];
-        assert_eq!(of(&shared, None, || None), Some(Runtime::Shared { major: 13 }));
-        let none = HostFacts::default();
-        assert_eq!(of(&none, None, || Some(cuda("13.5"))), None);
-        let stat = HostFacts { static_cudart: true, ..Default::default() };
+        assert_eq!(of(&shared, None, || None), Some(Runtime::Shared { major: 13, own: false }));
+        let mut own = dynamic();
+        own.loader.soname = Some("libcudart.so.12".into());
+        assert_eq!(of(&own, None, || None), Some(Runtime::Shared { major: 12, own: true }));
+        let mut cufft = dynamic();
+        cufft.loader.soname = Some("libcufft.so.11".into());
+        assert_eq!(
+            of(&cufft, None, || None),
+            Some(Runtime::LibraryRelease { library: "libcufft.so.11", cuda_major: 12 })
+        );
+        assert_eq!(of(&dynamic(), None, || Some(cuda("13.5"))), None);
         let mut dev = DeviceCode::default();
         dev.note_ptx_isa(Arch { sm: 90, variant: Variant::Base }, PtxIsa { major: 9, minor: 5 });
         dev.note_ptx_isa(Arch { sm: 80, variant: Variant::Base }, PtxIsa { major: 8, minor: 4 });
-        // The PTX ISA first: the note is not even searched.
+        let stat = HostFacts { static_cudart: true, ..dynamic() };
+        // The toolkit note names the version; the PTX ISA is only a floor.
         assert_eq!(
-            of(&stat, Some(&dev), || unreachable!()),
-            Some(Runtime::Static { version: Some(cuda("13.5")), from: Some(Source::PtxIsa) })
+            of(&stat, Some(&dev), || Some(cuda("13.5"))),
+            Some(Runtime::Static {
+                version: Some(cuda("13.5")),
+                from: Some(Source::ToolkitNote),
+                floor: Some(cuda("13.5"))
+            })
         );
+        let unknown = of(&stat, Some(&dev), || None).unwrap();
+        assert_eq!(unknown.major(), None);
+        assert_eq!(unknown.floor(), Some(cuda("13.5")));
+        // Device code and a driver call, nothing that names the version.
+        let calls = HostFacts { libcuda_string: true, ..dynamic() };
         assert_eq!(
-            of(&stat, Some(&DeviceCode::default()), || Some(cuda("12.8"))),
-            Some(Runtime::Static { version: Some(cuda("12.8")), from: Some(Source::ToolkitNote) })
+            of(&calls, Some(&dev), || unreachable!()),
+            Some(Runtime::Unknown { calls_driver: true, floor: Some(cuda("13.5")) })
         );
-        assert_eq!(of(&stat, None, || None), Some(Runtime::Static { version: None, from: None }));
+        // No device code, no runtime: nothing to judge.
+        assert_eq!(of(&calls, None, || unreachable!()), None);
     }
 }

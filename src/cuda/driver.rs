@@ -15,25 +15,75 @@ use std::fmt;
 
 use crate::cuda::capabilities::CudaVersion;
 
-/// Sonames the GPU driver provides at run time (NixOS links them into
-/// /run/opengl-driver/lib): the audit counts them as resolved, for NEEDED
-/// entries and dlopen targets alike.
-pub const LIBRARIES: &[&str] = &[
-    "libcuda.so.1",
-    "libcuda.so",
-    "libnvidia-ml.so.1",
-    "libnvcuvid.so.1",
-    "libnvidia-encode.so.1",
-    "libnvidia-opticalflow.so.1",
-    "libnvidia-fbc.so.1",
-    "libnvidia-ptxjitcompiler.so.1",
-    "libnvidia-nvvm.so.4",
-    "libcudadebugger.so.1",
-    "libGLX_nvidia.so.0",
-    "libEGL_nvidia.so.0",
-    "libnvidia-eglcore.so.1",
-    "libnvidia-glcore.so.1",
+/// The GPU driver's user-space libraries: what NixOS links into
+/// /run/opengl-driver/lib and no package provides. The audit counts them as
+/// resolved, for NEEDED entries and dlopen targets alike, and a file that
+/// may load one must reach that folder by its own RUNPATH
+/// (`missing-driver-runpath`).
+///
+/// Reviewed data, one row per library: its name without `.so`, and the
+/// major version of its soname, `None` for the libraries whose soname
+/// carries the driver's own version (`libnvidia-glcore.so.550.163.01`).
+/// Source: the file lists (`dpkg -c`) of NVIDIA's driver packages in
+/// Debian's non-free archive, bookworm 535.261.03 and trixie 550.163.01
+/// (docs/driver-compatibility.md, "The driver's libraries").
+pub const LIBRARIES: &[(&str, Option<u8>)] = &[
+    ("libcuda", Some(1)),
+    ("libcudadebugger", Some(1)),
+    ("libEGL_nvidia", Some(0)),
+    ("libGLESv1_CM_nvidia", Some(1)),
+    ("libGLESv2_nvidia", Some(2)),
+    ("libGLX_nvidia", Some(0)),
+    ("libnvcuvid", Some(1)),
+    ("libnvidia-allocator", Some(1)),
+    ("libnvidia-api", Some(1)),
+    ("libnvidia-cfg", Some(1)),
+    ("libnvidia-eglcore", None),
+    ("libnvidia-encode", Some(1)),
+    ("libnvidia-fbc", Some(1)),
+    ("libnvidia-glcore", None),
+    ("libnvidia-glsi", None),
+    ("libnvidia-glvkspirv", None),
+    ("libnvidia-gpucomp", None),
+    ("libnvidia-ml", Some(1)),
+    ("libnvidia-ngx", Some(1)),
+    ("libnvidia-nvvm", Some(4)),
+    ("libnvidia-opencl", Some(1)),
+    ("libnvidia-opticalflow", Some(1)),
+    ("libnvidia-pkcs11-openssl3", None),
+    ("libnvidia-ptxjitcompiler", Some(1)),
+    ("libnvidia-rtcore", None),
+    ("libnvidia-tls", None),
+    ("libnvidia-vulkan-producer", None),
+    ("libnvoptix", Some(1)),
+    ("libvdpau_nvidia", Some(1)),
 ];
+
+/// Whether `name` is one of the driver's libraries ([`LIBRARIES`]) under a
+/// name the driver folder holds: its soname (`libcuda.so.1`), the
+/// unversioned link (`libcuda.so`, which the driver packages and NixOS's
+/// driver folder carry), or the driver-versioned file
+/// (`libcuda.so.550.163.01`; for a library whose soname is that, also the
+/// `.so.1` link NixOS makes).
+pub fn is_library(name: &str) -> bool {
+    let Some((stem, version)) = name.split_once(".so") else { return false };
+    let Some(&(_, major)) = LIBRARIES.iter().find(|(s, _)| *s == stem) else { return false };
+    if version.is_empty() {
+        return true;
+    }
+    let Some(version) = version.strip_prefix('.') else { return false };
+    let parts: Vec<&str> = version.split('.').collect();
+    if parts.iter().any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
+        return false;
+    }
+    match (parts.len(), major) {
+        (1, Some(m)) => parts[0] == m.to_string(),
+        (1, None) => parts[0] == "1",
+        // A driver version: `550.163.01`, `535.54`.
+        (2 | 3, _) => parts[0].len() == 3,
+        _ => false,
+    }
+}
 
 const TABLE_TEXT: &str = include_str!("driver.tsv");
 
@@ -276,6 +326,37 @@ mod tests {
         assert!(t.branches.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
         assert!(t.ptx.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
         assert_eq!(t.minor.len(), 3);
+    }
+
+    #[test]
+    fn driver_libraries_under_every_name_the_driver_folder_holds() {
+        for name in [
+            "libcuda.so.1",
+            "libcuda.so",
+            "libcuda.so.550.163.01",
+            "libnvoptix.so.1",
+            "libnvoptix.so",
+            "libnvidia-opencl.so.1",
+            "libnvidia-cfg.so",
+            "libnvidia-nvvm.so.4",
+            "libEGL_nvidia.so.0",
+            "libnvidia-glcore.so.535.261.03",
+            "libnvidia-gpucomp.so.1",
+        ] {
+            assert!(is_library(name), "{name}");
+        }
+        for name in [
+            "libcuda.so.2",
+            "libcudart.so.12",
+            "libnvidia-nvvm.so.1",
+            "libcuda",
+            "libcuda.so.1.x",
+            "libnvrtc.so.12",
+            "libnvidia-glcore.so.2",
+            "libcuda.so.",
+        ] {
+            assert!(!is_library(name), "{name}");
+        }
     }
 
     #[test]

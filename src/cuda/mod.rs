@@ -5,3 +5,4 @@
 
 pub mod capabilities;
 pub mod driver;
+pub mod releases;

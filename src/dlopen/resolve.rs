@@ -144,7 +144,7 @@ pub enum Resolved {
 
 /// Whether the machine provides `name`: the GPU driver's libraries and glibc's.
 pub fn provided_by_system(name: &str) -> bool {
-    crate::cuda::driver::LIBRARIES.contains(&name) || C_RUNTIME.contains(&name)
+    crate::cuda::driver::is_library(name) || C_RUNTIME.contains(&name)
 }
 
 /// Expands `$ORIGIN`/`${ORIGIN}` in one search entry.

@@ -110,6 +110,6 @@ fn verdict(v: &crate::audit::DriverVerdict) -> String {
         (false, Some(NotRunning::Ptx(PtxVerdict::TooNew { .. })), Some(needs)) => {
             format!("needs CUDA {needs} driver, has {}", v.has_cuda)
         }
-        _ => "not decided".to_string(),
+        _ => format!("unknown: {}", v.why.as_deref().unwrap_or("not decided")),
     }
 }

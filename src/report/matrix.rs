@@ -276,7 +276,8 @@ fn driver_words(v: &DriverVerdict) -> String {
             )
         }
         (false, _) => format!(
-            "whether the CUDA {has} driver runs it was not decided (the runtime's version or the PTX's ISA is unknown)"
+            "whether the CUDA {has} driver runs it was not decided: {}",
+            v.why.as_deref().unwrap_or("the runtime's version or the PTX's ISA is unknown")
         ),
     }
 }

@@ -51,10 +51,17 @@ sets=(
   # issue 30 (the reading rule): CUPTI keeps 3 containers (42 cubins) in the
   # middle of its 0.6 MB .rodata, where the old default's probes did not look
   "cupti12|nvidia-cuda-cupti-cu12==12.8.90|*/libcupti.so.12"
+  # issue 30 (no false clean, no false runs): the shared CUDA 12.9 runtime, which
+  # dlopens libcuda.so.1, and Debian's ffmpeg libraries, which dlopen libcuda.so.1,
+  # libnvcuvid.so.1 and libnvidia-encode.so.1 (a Debian package pinned as
+  # NAME=VERSION: the version bookworm serves)
+  "cudart12|nvidia-cuda-runtime-cu12==12.9.79|*/libcudart.so.12"
+  "deb-ffmpeg|deb:amd64|libavutil57=7:5.1.9-0+deb12u1 libavcodec59=7:5.1.9-0+deb12u1"
 )
 # sha256 of a wheel, by spec (and platform): a wheel that differs is refused.
 declare -A pinned=(
   ["nvidia-cuda-cupti-cu12==12.8.90"]=ea0cb07ebda26bb9b29ba82cda34849e73c166c18162d3913575b0c9db9a6182
+  ["nvidia-cuda-runtime-cu12==12.9.79"]=25bba2dfb01d48a9b59ca474a1ac43c6ebf7011f1b0b8cc44f54eb6ac48a96c3
 )
 
 # check_pin SPEC PLATFORM WHEEL: fails when SPEC has a pinned sha256 that WHEEL lacks.
@@ -124,7 +131,7 @@ wheel_for() {
 # package lists when this machine does not know it yet (as root, under the
 # apt lock the test tools share).
 debs_for() {
-  local arch=$1 dest=$2 tmp pkg
+  local arch=$1 dest=$2 tmp pkg want
   shift 2
   if [[ $arch != "$(dpkg --print-architecture)" ]] &&
     { ! dpkg --print-foreign-architectures | grep -qx "$arch" ||
@@ -135,7 +142,9 @@ debs_for() {
   fi
   tmp=$(mktemp -d "$cache/.deb.XXXXXX")
   for pkg in "$@"; do
-    if ! (cd "$tmp" && apt-get -o APT::Sandbox::User=root download -qq "$pkg:$arch" >&2); then
+    # NAME=VERSION pins a version: apt spells it NAME:ARCH=VERSION.
+    if [[ $pkg == *=* ]]; then want="${pkg%%=*}:$arch=${pkg#*=}"; else want="$pkg:$arch"; fi
+    if ! (cd "$tmp" && apt-get -o APT::Sandbox::User=root download -qq "$want" >&2); then
       rm -rf "$tmp"
       echo "corpus.sh: apt-get download $pkg:$arch failed" >&2
       return 1

@@ -39,7 +39,12 @@ pub fn isa_of(dev: &DeviceCode, code: &crate::cuda::capabilities::Code) -> Optio
 }
 
 /// One capability's verdict on `driver`: its code (`runs`: native or JIT,
-/// with the PTX's ISA) and the file's runtime.
+/// with the PTX's ISA) and the file's runtime. The one verdict function:
+/// the coverage lines, the JSON, the HTML matrix and the metrics all show
+/// what it says. "Runs" only where the runtime's major is proven (or the
+/// file has none to load: an object, a fatbin); a runtime known only by
+/// its PTX ISA floor fails where the floor's major is newer than the
+/// driver's, and is otherwise undecided.
 pub fn verdict(
     driver: &Driver,
     runs: Runs,
@@ -47,29 +52,45 @@ pub fn verdict(
     runtime: Option<&Runtime>,
 ) -> DriverVerdict {
     let has_cuda = driver.cuda.to_string();
-    let no = |reason, needs: Option<String>| DriverVerdict {
+    let no = |reason, needs: Option<String>, why: Option<&str>| DriverVerdict {
         runs: false,
         reason: Some(reason),
         needs_cuda: needs,
         has_cuda: has_cuda.clone(),
+        why: why.map(str::to_string),
     };
+    // A proven failure (the runtime, then the PTX) wins over an undecided
+    // part: PTX too new for the driver fails whatever the runtime is.
+    let mut undecided = None;
     if let Some(rt) = runtime {
-        match rt.major().map(|m| driver.runs_runtime(m)) {
-            Some(RuntimeVerdict::Runs) => {}
-            Some(v) => return no(NotRunning::Runtime(v), rt.major().map(|m| format!("{m}.0"))),
-            None => return no(NotRunning::Unknown, None),
+        match (rt.major(), rt.floor()) {
+            (Some(m), _) => match driver.runs_runtime(m) {
+                RuntimeVerdict::Runs => {}
+                v => return no(NotRunning::Runtime(v), Some(format!("{m}.0")), None),
+            },
+            (None, Some(f)) if f.major > driver.cuda.major => {
+                let v = driver.runs_runtime(f.major);
+                return no(NotRunning::Runtime(v), Some(format!("{}.0", f.major)), None);
+            }
+            (None, _) => undecided = rt.unknown_why(),
         }
     }
     if runs == Runs::Jit {
         match isa.map(|i| driver.jits_ptx((i.major, i.minor))) {
             Some(PtxVerdict::Jits) => {}
             Some(v @ PtxVerdict::TooNew { needs }) => {
-                return no(NotRunning::Ptx(v), Some(needs.to_string()))
+                return no(NotRunning::Ptx(v), Some(needs.to_string()), None)
             }
-            Some(PtxVerdict::Unknown) | None => return no(NotRunning::Unknown, None),
+            Some(PtxVerdict::Unknown) => {
+                undecided = undecided.or(Some("a PTX ISA newer than this tool's table"))
+            }
+            None => undecided = undecided.or(Some("the PTX's ISA is not known")),
         }
     }
-    DriverVerdict { runs: runs != Runs::No, reason: None, needs_cuda: None, has_cuda }
+    if undecided.is_some() {
+        return no(NotRunning::Unknown, None, undecided);
+    }
+    DriverVerdict { runs: runs != Runs::No, reason: None, needs_cuda: None, has_cuda, why: None }
 }
 
 /// With a driver given (`--driver-version`/`--driver-cuda`): can it load
@@ -87,46 +108,7 @@ pub fn driver(
     let Some(drv) = &policy.driver else { return };
     let has = driver_name(drv);
     if let Some(rt) = runtime {
-        let library = match rt {
-            Runtime::Shared { major } => format!("libcudart.so.{major}"),
-            Runtime::Static { .. } => "cudart_static".to_string(),
-        };
-        match rt.major().map(|m| drv.runs_runtime(m)) {
-            Some(RuntimeVerdict::Runs) => {}
-            Some(RuntimeVerdict::TooNew { major, floor }) => out.push(
-                Finding::new(
-                    CheckId::DriverTooOldForRuntime,
-                    path,
-                    format!(
-                        "needs {}, a CUDA {major} runtime{}; {has} supports at most CUDA {}: the first CUDA call fails with 'CUDA driver version is insufficient for CUDA runtime version'; {}",
-                        rt.describe(),
-                        floor.map(|f| format!(" (driver {f} or newer)")).unwrap_or_default(),
-                        drv.cuda,
-                        compat_hint(&format!("{major}.0"))
-                    ),
-                )
-                .about(Subject::Library(library)),
-            ),
-            Some(RuntimeVerdict::BelowMinorFloor { major, floor }) => out.push(
-                Finding::new(
-                    CheckId::DriverTooOldForRuntime,
-                    path,
-                    format!(
-                        "needs {}; CUDA {major}'s minor version compatibility starts at driver {floor} and {has} is older: the first CUDA call fails with 'CUDA driver version is insufficient for CUDA runtime version'; a newer driver of the same branch fixes it, and {}",
-                        rt.describe(),
-                        compat_hint(&format!("{major}.0"))
-                    ),
-                )
-                .about(Subject::Library(library)),
-            ),
-            None => out.push(Finding::new(
-                CheckId::DriverVerdictUnknown,
-                path,
-                format!(
-                    "links the CUDA runtime statically and says not which version (no PTX, no toolkit note in its stored device code): whether {has} loads it was not decided"
-                ),
-            )),
-        }
+        runtime_findings(path, rt, drv, out);
     }
     let Some(dev) = dev else { return };
     let codes = dev.codes();
@@ -172,6 +154,83 @@ pub fn driver(
             ),
             None => {}
         }
+    }
+}
+
+/// How a message starts to say what the file needs of the driver:
+/// `needs libcudart.so.13`, `is libcudart.so.12`, `is libcufft.so.11,
+/// which only CUDA 12 ships`.
+fn lead(rt: &Runtime) -> String {
+    match rt {
+        Runtime::Shared { major, own: true } => format!("is libcudart.so.{major}"),
+        Runtime::LibraryRelease { library, cuda_major } => {
+            format!("is {library}, which only CUDA {cuda_major} ships")
+        }
+        _ => format!("needs {}", rt.describe()),
+    }
+}
+
+/// Whether `drv` loads the runtime `rt` the file needs: the
+/// `driver-too-old-for-runtime` and `driver-verdict-unknown` findings.
+fn runtime_findings(path: &Path, rt: &Runtime, drv: &Driver, out: &mut Vec<Finding>) {
+    let has = driver_name(drv);
+    let about = |f: Finding| match rt.library() {
+        Some(l) => f.about(Subject::Library(l)),
+        None => f,
+    };
+    let (major, by_floor) = match (rt.major(), rt.floor()) {
+        (Some(m), _) => (m, None),
+        (None, Some(f)) if f.major > drv.cuda.major => (f.major, Some(f)),
+        (None, floor) => {
+            let floor = floor
+                .map(|f| format!("; its PTX ISA says only that CUDA {f} or newer wrote it"))
+                .unwrap_or_default();
+            let why = match rt {
+                Runtime::Static { .. } => "links the CUDA runtime statically and says not which version (no toolkit note in its stored device code)",
+                Runtime::Unknown { calls_driver: true, .. } => "calls the GPU driver itself and names no CUDA version: no CUDA runtime in it (no libcudart NEEDED, no static runtime's markers) and no known NVIDIA library release",
+                _ => "has device code and no CUDA runtime of its own (no libcudart NEEDED, no static runtime): the runtime it registers with comes from elsewhere",
+            };
+            out.push(Finding::new(
+                CheckId::DriverVerdictUnknown,
+                path,
+                format!("{why}{floor}: whether {has} runs it was not decided"),
+            ));
+            return;
+        }
+    };
+    match drv.runs_runtime(major) {
+        RuntimeVerdict::Runs => {}
+        RuntimeVerdict::TooNew { major, floor: first } => {
+            let needs = match by_floor {
+                Some(f) => format!(
+                    "has PTX whose ISA CUDA {f} or newer wrote, so its CUDA runtime is of CUDA {major} or newer"
+                ),
+                None if matches!(rt, Runtime::LibraryRelease { .. }) => format!(
+                    "{}: it needs a driver of CUDA {major}, as a CUDA {major} runtime does",
+                    lead(rt)
+                ),
+                None => format!("{}, a CUDA {major} runtime", lead(rt)),
+            };
+            out.push(about(Finding::new(
+                CheckId::DriverTooOldForRuntime,
+                path,
+                format!(
+                    "{needs}{}; {has} supports at most CUDA {}: the first CUDA call fails with 'CUDA driver version is insufficient for CUDA runtime version'; {}",
+                    first.map(|f| format!(" (driver {f} or newer)")).unwrap_or_default(),
+                    drv.cuda,
+                    compat_hint(&format!("{major}.0"))
+                ),
+            )))
+        }
+        RuntimeVerdict::BelowMinorFloor { major, floor } => out.push(about(Finding::new(
+            CheckId::DriverTooOldForRuntime,
+            path,
+            format!(
+                "{}; CUDA {major}'s minor version compatibility starts at driver {floor} and {has} is older: the first CUDA call fails with 'CUDA driver version is insufficient for CUDA runtime version'; a newer driver of the same branch fixes it, and {}",
+                lead(rt),
+                compat_hint(&format!("{major}.0"))
+            ),
+        ))),
     }
 }
 

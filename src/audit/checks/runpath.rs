@@ -80,14 +80,9 @@ pub fn runpath(path: &Path, h: &HostFacts, policy: &Policy, out: &mut Vec<Findin
             );
         }
     }
-    if h.needs_driver() {
+    if let Some(why) = h.driver_use() {
         let driver = policy.driver_lib.trim_end_matches('/');
         if !entries.iter().any(|e| e.trim_end_matches('/') == driver) {
-            let why = if h.static_cudart {
-                "the static CUDA runtime dlopens libcuda.so.1"
-            } else {
-                "it needs libcuda.so.1"
-            };
             out.push(
                 Finding::new(
                     CheckId::MissingDriverRunpath,

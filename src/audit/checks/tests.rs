@@ -8,7 +8,7 @@ use crate::audit::dynamic::HostFacts;
 use crate::audit::finding::{CheckId, Finding};
 use crate::audit::runtime::Runtime;
 use crate::audit::Policy;
-use crate::cuda::capabilities::parse_list;
+use crate::cuda::capabilities::{parse_list, Runs};
 use crate::cuda::driver::Driver;
 use crate::devicecode::DeviceCode;
 use crate::devicecode::{Ptx, Sass};
@@ -54,7 +54,7 @@ fn program(runpath: Option<&str>, rpath: Option<&str>, needed: &[&str]) -> HostF
         needed: needed.iter().map(|n| n.to_string()).collect(),
         ..DynamicFacts::default()
     };
-    HostFacts { loader, static_cudart: false }
+    HostFacts { loader, ..Default::default() }
 }
 
 fn ids(findings: &[Finding]) -> Vec<&'static str> {
@@ -87,6 +87,36 @@ fn runpath_checks_over_made_up_files() {
         ("rpath", program(None, Some("/a"), &[]), vec!["rpath-instead-of-runpath"]),
         ("both tags", program(Some("/a"), Some("/a"), &[]), vec![]),
         ("static cudart", cudart, vec!["cudart-static"]),
+        (
+            "NEEDED NVML, no driver",
+            program(None, None, &["libnvidia-ml.so.1"]),
+            vec!["missing-driver-runpath"],
+        ),
+        (
+            "dlopens NVENC, no driver",
+            HostFacts {
+                driver_dlopen: vec!["libnvidia-encode.so.1".into()],
+                ..program(Some("$ORIGIN"), None, &[])
+            },
+            vec!["missing-driver-runpath"],
+        ),
+        (
+            "dlopens NVENC, driver on RUNPATH",
+            HostFacts {
+                driver_dlopen: vec!["libnvidia-encode.so.1".into()],
+                ..program(Some(DRIVER), None, &[])
+            },
+            vec![],
+        ),
+        (
+            "is libcudart, no driver",
+            {
+                let mut f = program(None, None, &[]);
+                f.loader.soname = Some("libcudart.so.12".into());
+                f
+            },
+            vec!["missing-driver-runpath"],
+        ),
         (
             "static cudart, no driver",
             HostFacts { static_cudart: true, ..program(None, None, &[]) },
@@ -272,8 +302,13 @@ fn driver_checks_over_made_up_files() {
     );
     let sass90 = code(&[(arch(90, B), Sass::Kernels)], &[]);
     let cuda = |v: &str| CudaVersion::parse(v).unwrap();
-    let shared = |major| Some(Runtime::Shared { major });
-    let stat = |v: Option<&str>| Some(Runtime::Static { version: v.map(cuda), from: None });
+    let shared = |major| Some(Runtime::Shared { major, own: false });
+    let stat =
+        |v: Option<&str>| Some(Runtime::Static { version: v.map(cuda), from: None, floor: None });
+    let floored =
+        |calls_driver, f: &str| Some(Runtime::Unknown { calls_driver, floor: Some(cuda(f)) });
+    let release =
+        |cuda_major| Some(Runtime::LibraryRelease { library: "libcufft.so.11", cuda_major });
     let d580 = Driver::from_version("580.95.05").unwrap();
     let d550 = Driver::from_version("550.54.15").unwrap();
     let d525_early = Driver::from_version("525.12").unwrap();
@@ -295,6 +330,11 @@ fn driver_checks_over_made_up_files() {
         ("static 13.5 on 580", d580, stat(Some("13.5")), sass90.clone(), None, vec![]),
         ("static 13.5 on 550", d550, stat(Some("13.5")), sass90.clone(), None, vec!["driver-too-old-for-runtime"]),
         ("static, version unknown", d580, stat(None), sass90.clone(), None, vec!["driver-verdict-unknown"]),
+        ("CUDA 12 library on 550", d550, release(12), sass90.clone(), Some("9.0"), vec![]),
+        ("CUDA 13 library on 550", d550, release(13), sass90.clone(), Some("9.0"), vec!["driver-too-old-for-runtime"]),
+        ("calls the driver, no floor", d580, Some(Runtime::Unknown { calls_driver: true, floor: None }), sass90.clone(), None, vec!["driver-verdict-unknown"]),
+        ("ISA floor of the driver's major", d550, floored(true, "12.8"), sass90.clone(), None, vec!["driver-verdict-unknown"]),
+        ("ISA floor past the driver's major", d550, floored(false, "13.5"), sass90.clone(), None, vec!["driver-too-old-for-runtime"]),
         ("PTX 9.5 only on 580", d580, None, ptx90(isa(9, 5)), Some("9.0"), vec!["ptx-too-new-for-driver"]),
         ("PTX 9.0 only on 580", d580, None, ptx90(isa(9, 0)), Some("9.0"), vec![]),
         ("PTX 9.5 on 13.5", c135, None, ptx90(isa(9, 5)), Some("9.0"), vec![]),
@@ -316,6 +356,17 @@ fn driver_checks_over_made_up_files() {
             }
         }
     }
+    // The one verdict function agrees: runs only where proven.
+    let v = |drv: &Driver, rt: Option<Runtime>| verdict(drv, Runs::Native, None, rt.as_ref());
+    assert!(v(&d580, shared(13)).runs);
+    assert!(v(&d550, release(12)).runs);
+    let unknown = v(&d580, floored(true, "11.8"));
+    assert!(!unknown.runs);
+    assert_eq!(unknown.reason.map(|r| r.id()), Some("unknown"));
+    assert!(unknown.why.is_some_and(|w| w.contains("calls the driver")));
+    let floor = v(&d550, floored(false, "13.5"));
+    assert_eq!((floor.runs, floor.needs_cuda.as_deref()), (false, Some("13.0")));
+    assert_eq!(floor.reason.map(|r| r.id()), Some("runtime-too-new"));
     // No driver, no driver checks.
     let mut out = Vec::new();
     driver(Path::new("/x"), None, shared(13).as_ref(), &policy(None, false), &mut out);
