@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use crate::devicecode::host::{self, FatbinSection, Object, ReadError};
+use crate::elf::ranges::Disjoint;
 use crate::fatbin::cubin::{CubinError, CubinInfo};
 use crate::fatbin::{Container, Entry, Kind, Region};
 
@@ -184,13 +185,20 @@ pub fn probe(data: &[u8], object: &Object<'_>) -> Option<u64> {
     crate::fatbin::container::probe(data, &windows)
 }
 
-/// The data sections a scan would search, whole (`[start, end)`).
+/// The data sections a scan would search, whole (`[start, end)`), sorted;
+/// where they overlap, each byte in one of them only (a table of 65,000
+/// headers over one region is searched once, and the skip ranges are
+/// looked up by binary search, not once per section).
 fn probed_sections(object: &Object<'_>) -> Vec<(u64, u64)> {
-    let skip = scan_skip(object);
+    let skip = Disjoint::new(scan_skip(object).into_iter().map(|(s, e)| (s, e, ())));
     let mut sections = Vec::new();
     data_sections(object, &mut sections);
-    sections.retain(|(start, _)| !skip.iter().any(|(s, e)| start >= s && start < e));
-    sections
+    Disjoint::new(sections.into_iter().map(|(s, e)| (s, e, ())))
+        .pieces()
+        .iter()
+        .filter(|p| skip.find(p.start).is_none())
+        .map(|p| (p.start, p.end))
+        .collect()
 }
 
 /// The part of a section [`probe`] searches: its first [`PROBE_BYTES`].
