@@ -10,6 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use nix_cuda_hooks::audit::finding::MAX_PER_CHECK;
 use nix_cuda_hooks::dlopen::MAX_PROBLEMS;
 use serde_json::Value;
 
@@ -343,4 +344,67 @@ fn overlapping_rodata_sections_are_searched_once() {
         .collect();
     assert_eq!(libs, ["liba.so.1", "libb.so.2", "libok.so.1"].into());
     assert!(cpu < 8.0, "{cpu} s of CPU");
+}
+
+/// Four 1,024-name `.note.dlopen` notes and a 5,000-folder RUNPATH were
+/// 120 s, 4.2 GB and 1.4 GB of JSON: every dlopen-unresolved message held
+/// the whole search list and the resolver remembered every (folder, name)
+/// pair. Now: the folders are listed once per file (`--dlopen-facts`'
+/// `searched`), a message names the first few and the count, each folder
+/// is listed once, and at most MAX_PER_CHECK findings of one check are
+/// listed per file.
+#[test]
+fn dlopen_targets_times_a_long_runpath_stay_bounded() {
+    let (_keep, d) = scratch("dlopen_runpath");
+    let d = d.as_path();
+    const FOLDERS: usize = 5_000;
+    for i in 0..FOLDERS {
+        std::fs::create_dir_all(d.join(format!("rp/{i}"))).unwrap();
+    }
+    let runpath: Vec<String> = (0..FOLDERS).map(|i| format!("$ORIGIN/rp/{i}")).collect();
+    let lib = base(d, &format!("-Wl,--enable-new-dtags -Wl,-rpath,'{}'", runpath.join(":")));
+    let notes: Vec<u8> = (0..4)
+        .flat_map(|n| note(&(0..1024).map(|i| format!("libn{n}x{i:04}.so.1")).collect::<Vec<_>>()))
+        .collect();
+    let size = notes.len() as u64;
+    let file = write(
+        d,
+        "many.so",
+        &with_headers(lib, &notes, &over(".note.dlopen", SHT_NOTE, 0, size, 1, 0)),
+    );
+    let (v, len, rss, cpu) = audit(&file, &[]);
+    let unresolved = of_check(&v, "dlopen-unresolved");
+    assert_eq!(unresolved.len(), MAX_PER_CHECK + 1, "{len} bytes");
+    let more = unresolved
+        .iter()
+        .filter(|f| f["message"].as_str().unwrap().contains("more dlopen-unresolved findings"))
+        .count();
+    assert_eq!(more, 1);
+    for f in &unresolved {
+        let m = f["message"].as_str().unwrap();
+        assert!(m.len() < 2048, "{m}");
+    }
+    let named = unresolved.iter().find(|f| f["details"]["library"].is_string()).unwrap();
+    let m = named["message"].as_str().unwrap();
+    assert!(m.contains(" folders: ") && m.contains("/rp/0:") && m.contains(" more; "), "{m}");
+    assert!(len < 1 << 20, "{len} bytes of JSON");
+    assert!(rss < 200 << 10, "peak RSS {rss} KiB");
+    eprintln!("audit: {len} bytes, {rss} KiB, {cpu} s of CPU");
+    assert!(cpu < 60.0, "{cpu} s of CPU");
+    // The facts list the folders once and each target's count of them.
+    let (v, len, rss, _) = audit(&file, &["--dlopen-facts"]);
+    let facts = &v["files"][0]["dlopen"];
+    let searched = facts["searched"].as_array().unwrap();
+    // The RUNPATH's folders, then the host's default ones (not a store file).
+    assert!(searched.len() >= FOLDERS, "{}", searched.len());
+    assert!(m.contains(&format!("{} folders: ", searched.len())), "{m}");
+    assert!(searched[1].as_str().unwrap().ends_with("/rp/1"), "{}", searched[1]);
+    let targets = facts["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), nix_cuda_hooks::dlopen::MAX_TARGETS);
+    assert!(targets
+        .iter()
+        .all(|t| t["resolved"]
+            == serde_json::json!({"status": "missing", "folders": searched.len()})));
+    assert!(len < 4 << 20, "{len} bytes of JSON");
+    assert!(rss < 200 << 10, "peak RSS {rss} KiB");
 }

@@ -20,7 +20,10 @@ pub mod strings;
 pub mod symbols;
 pub mod table;
 
-pub use resolve::{needed_closure, resolve, Caller, DirectProbe, Probe, Probed, Resolved, Via};
+pub use resolve::{
+    needed_closure, resolve, resolve_in, search_dirs, Caller, DirectProbe, Probe, Probed, Resolved,
+    Via,
+};
 pub use table::{provider, Need};
 
 use serde::Serialize;
