@@ -272,11 +272,16 @@ fn one_section_of_broken_notes_gives_a_bounded_count() {
 /// A fatbin container holding one 64-byte-header entry (sm_80 cubin kind)
 /// with 16 bytes of payload: 96 bytes.
 fn container() -> Vec<u8> {
+    container_with(&[0xab; 16])
+}
+
+/// [`container`] with this payload.
+fn container_with(payload: &[u8]) -> Vec<u8> {
     let mut e = Vec::new();
     e.extend(2u16.to_le_bytes()); // kind: ELF (cubin)
     e.extend(0x0101u16.to_le_bytes());
     e.extend(64u32.to_le_bytes()); // header size
-    e.extend(16u64.to_le_bytes()); // payload size
+    e.extend((payload.len() as u64).to_le_bytes()); // payload size
     e.extend(0u32.to_le_bytes()); // compressed size
     e.extend(0u32.to_le_bytes()); // options
     e.extend(8u16.to_le_bytes());
@@ -286,7 +291,7 @@ fn container() -> Vec<u8> {
     e.extend(0x11u64.to_le_bytes()); // flags: 64-bit, linux
     e.extend(0u64.to_le_bytes());
     e.extend(0u64.to_le_bytes());
-    e.extend([0xab; 16]);
+    e.extend(payload);
     let mut b = Vec::new();
     b.extend(0xBA55_ED50u32.to_le_bytes());
     b.extend(1u16.to_le_bytes());
@@ -406,5 +411,46 @@ fn dlopen_targets_times_a_long_runpath_stay_bounded() {
         .all(|t| t["resolved"]
             == serde_json::json!({"status": "missing", "folders": searched.len()})));
     assert!(len < 4 << 20, "{len} bytes of JSON");
+    assert!(rss < 200 << 10, "peak RSS {rss} KiB");
+}
+
+const NVCC: &str = "/nix/store/0c7xgv7n2pn1ljvm3xrjjk2x2bbvyq1f-cuda_nvcc-13.0";
+
+/// 20,000 nvcc store paths in a file of 3,000 overlapping `.nv_fatbin`
+/// headers: `--references` took 134 s (each hit a walk of every section
+/// and every entry). Each hit is located by binary search now; the
+/// locations are checked, and the CPU bound is generous.
+#[test]
+fn twenty_thousand_references_are_located_in_near_linear_time() {
+    let (_keep, d) = scratch("references");
+    let d = d.as_path();
+    let mut fatbin = container_with(format!("{NVCC}\0").as_bytes());
+    fatbin.resize(fatbin.len().next_multiple_of(8), 0);
+    while fatbin.len() + 96 <= 65_536 {
+        fatbin.extend(container());
+    }
+    let paths = format!("{NVCC}/bin/nvcc\0").repeat(20_000).into_bytes();
+    let mut region = fatbin.clone();
+    region.extend(&paths);
+    let mut headers = over(".nv_fatbin", SHT_PROGBITS, SHF_ALLOC, fatbin.len() as u64, 3_000, 0);
+    headers.push(Header {
+        name: ".rodata.refs",
+        sh_type: SHT_PROGBITS,
+        flags: SHF_ALLOC,
+        offset: fatbin.len() as u64,
+        size: paths.len() as u64,
+    });
+    let file = write(d, "refs.so", &with_headers(base(d, ""), &region, &headers));
+    let (v, _, rss, cpu) = audit(&file, &["--references", "--no-dlopen"]);
+    eprintln!("references: {rss} KiB, {cpu} s of CPU");
+    let refs = v["files"][0]["references"].as_array().unwrap();
+    let at = |section: &str| refs.iter().filter(|r| r["section"] == section).count();
+    assert_eq!(at(".rodata.refs"), 20_000);
+    let in_entry: Vec<&Value> = refs.iter().filter(|r| r["entry"].is_object()).collect();
+    assert_eq!(in_entry.len(), 1, "{in_entry:?}");
+    assert_eq!(in_entry[0]["section"], ".nv_fatbin");
+    assert_eq!(in_entry[0]["entry"]["part"], "payload");
+    assert!(refs.iter().all(|r| r["target"] == NVCC));
+    assert!(cpu < 20.0, "{cpu} s of CPU");
     assert!(rss < 200 << 10, "peak RSS {rss} KiB");
 }
