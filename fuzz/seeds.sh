@@ -10,7 +10,7 @@ root=$(cd .. && pwd)
 out=corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters,nar,nar_unpack,dlopen}
+mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters,nar,nar_unpack,dlopen,notes,sections}
 
 # gcc-built host files: every layout the writer has a strategy for.
 cat >"$work/lib.c" <<'C'
@@ -121,6 +121,21 @@ printf '[{"feature":"x","description":"y","priority":"required","soname":["liba.
 python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read()+b"\0"; d+=b"\0"*(-len(d)%4); sys.stdout.buffer.write(struct.pack("<III",4,len(d),0x407c0c0a)+b"FDO\0"+d)' "$work/json" >"$work/note" || true
 objcopy --add-section .note.dlopen="$work/note" "$work/libdl.so" "$work/libnote.so" 2>/dev/null || true
 cp "$work"/libdl.so "$work"/libnote.so "$out/dlopen/" 2>/dev/null || true
-for t in reader hostelf runpath capabilities emitters nar nar_unpack dlopen; do
+# notes: the note above (and a broken one) under 1 or 17 headers,
+# staggered or not; sections: fatbins and the note under 17 headers of
+# mixed names (fuzz/common/sections.rs says what the leading bytes mean).
+if [ -f "$work/note" ]; then
+    printf '\x00\x00' | cat - "$work/note" >"$out/notes/one"
+    printf '\x01\x00' | cat - "$work/note" "$work/note" >"$out/notes/repeated"
+    printf '\x01\x05' | cat - "$work/note" >"$out/notes/staggered"
+    { printf '\x01\x80'; cat "$work/note"; printf '\x04\0\0\0\x04\0\0\0\x0a\x0c\x7c\x40FDO\0xxxx'; } >"$out/notes/broken"
+    printf '\x01\x10\x00' | cat - "$work/note" >"$out/sections/note"
+fi
+for f in "$out"/reader/*; do
+    [ -f "$f" ] && [ "$(stat -c %s "$f")" -le 262144 ] || continue
+    printf '\x01\x01\x00' | cat - "$f" >"$out/sections/same-$(basename "$f")"
+    printf '\x01\x12\x40' | cat - "$f" >"$out/sections/mixed-$(basename "$f")"
+done
+for t in reader hostelf runpath capabilities emitters nar nar_unpack dlopen notes sections; do
     echo "$t: $(ls "$out/$t" | wc -l) seeds"
 done

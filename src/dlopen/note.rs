@@ -67,6 +67,9 @@ pub fn read(elf: &Elf<'_>, out: &mut Scan, seen: &mut HashSet<String>) {
     }
 }
 
+/// One dlopen note: its file offset and JSON bytes.
+type Note<'a> = (u64, &'a [u8]);
+
 /// Calls `each` with the dlopen notes of one section, `(file offset, JSON
 /// bytes)`, in order, or with the problem that ends the walk.
 fn walk(
@@ -74,7 +77,7 @@ fn walk(
     base: u64,
     align: usize,
     elf: &Elf<'_>,
-    each: &mut dyn FnMut(Result<(u64, &[u8]), Problem>),
+    each: &mut dyn FnMut(Result<Note<'_>, Problem>),
 ) {
     let l = elf.layout;
     let mut at = 0usize;
