@@ -34,7 +34,7 @@ pub fn elf(region: &[u8], headers: &[Header]) -> Vec<u8> {
     data.resize(data.len().next_multiple_of(8), 0);
     let shoff = data.len() as u64;
     data.extend([0u8; 64]);
-    let mut put = |name: u32, ty: u32, flags: u64, off: u64, size: u64, data: &mut Vec<u8>| {
+    let put = |name: u32, ty: u32, flags: u64, off: u64, size: u64, data: &mut Vec<u8>| {
         data.extend(name.to_le_bytes());
         data.extend(ty.to_le_bytes());
         data.extend(flags.to_le_bytes());

@@ -21,7 +21,8 @@ fuzz_target!(|data: &[u8]| {
     let len = region.len() as u64;
     let headers: Vec<sections::Header> = (0..count as u64)
         .map(|i| {
-            let name = (usize::from(*names) + i as usize * usize::from(names >> 4)) % sections::NAMES.len();
+            let name = (usize::from(*names) + i as usize * usize::from(names >> 4))
+                % sections::NAMES.len();
             let offset = (i * u64::from(*stagger)).min(len);
             let sh_type = if name == 0 { 7 } else { 1 };
             sections::Header { name, sh_type, flags: 2, offset, size: len - offset }
