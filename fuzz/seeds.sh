@@ -10,7 +10,7 @@ root=$(cd .. && pwd)
 out=corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters,nar,nar_unpack,dlopen,printf}
+mkdir -p "$out"/{reader,hostelf,runpath,capabilities,emitters,nar,nar_unpack,dlopen,printf,notes,sections}
 
 # gcc-built host files: every layout the writer has a strategy for.
 cat >"$work/lib.c" <<'C'
@@ -131,6 +131,21 @@ for s in 'libplug%d.so\0libplug12.so' 'libnvrtc.so.%d.%d\0libnvrtc.so.12.9' \
     'lib%x%X%u%i.so\0libff0A12.so' 'lib%\0lib'; do
     printf '%b' "$s" >"$out/printf/seed-$i"; i=$((i + 1))
 done
-for t in reader hostelf runpath capabilities emitters nar nar_unpack dlopen printf; do
+# notes: the note above (and a broken one) under 1 or 17 headers,
+# staggered or not; sections: fatbins and the note under 17 headers of
+# mixed names (fuzz/common/sections.rs says what the leading bytes mean).
+if [ -f "$work/note" ]; then
+    printf '\x00\x00' | cat - "$work/note" >"$out/notes/one"
+    printf '\x01\x00' | cat - "$work/note" "$work/note" >"$out/notes/repeated"
+    printf '\x01\x05' | cat - "$work/note" >"$out/notes/staggered"
+    { printf '\x01\x80'; cat "$work/note"; printf '\x04\0\0\0\x04\0\0\0\x0a\x0c\x7c\x40FDO\0xxxx'; } >"$out/notes/broken"
+    printf '\x01\x10\x00' | cat - "$work/note" >"$out/sections/note"
+fi
+for f in "$out"/reader/*; do
+    [ -f "$f" ] && [ "$(stat -c %s "$f")" -le 262144 ] || continue
+    printf '\x01\x01\x00' | cat - "$f" >"$out/sections/same-$(basename "$f")"
+    printf '\x01\x12\x40' | cat - "$f" >"$out/sections/mixed-$(basename "$f")"
+done
+for t in reader hostelf runpath capabilities emitters nar nar_unpack dlopen printf notes sections; do
     echo "$t: $(ls "$out/$t" | wc -l) seeds"
 done

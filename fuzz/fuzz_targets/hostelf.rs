@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nix_cuda_hooks::elf::{classify, Elf};
 use nix_cuda_hooks::devicecode::host::{self, Object};
+use nix_cuda_hooks::elf::{classify, Elf};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(Object::Archive(members)) = host::parse(data) {

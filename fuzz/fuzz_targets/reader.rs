@@ -5,8 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nix_cuda_hooks::fatbin;
 use nix_cuda_hooks::devicecode::host;
+use nix_cuda_hooks::fatbin;
 use nix_cuda_hooks::inspect::{self, listing};
 
 fuzz_target!(|data: &[u8]| {
@@ -26,5 +26,9 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut report = inspect::FileReport::new(String::new());
     report.size = data.len() as u64;
-    inspect::inspect_bytes(data, inspect::Options { deep: true, scan: nix_cuda_hooks::devicecode::Scan::Full }, &mut report);
+    inspect::inspect_bytes(
+        data,
+        inspect::Options { deep: true, scan: nix_cuda_hooks::devicecode::Scan::Full },
+        &mut report,
+    );
 });

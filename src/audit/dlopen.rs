@@ -22,6 +22,10 @@ pub struct Loads {
     pub imports: Import,
     /// Each target and how it resolved.
     pub targets: Vec<Load>,
+    /// The folders the file's dlopen searches, in order (`$ORIGIN`
+    /// expanded, each once): what a `missing` target was searched in,
+    /// listed once per file.
+    pub searched: Vec<PathBuf>,
     /// printf-style names no table row expands (computed at run time).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub patterns: Vec<(String, Origin)>,
@@ -47,6 +51,10 @@ impl Probe for Resolver {
             super::linkage::Usable::No => Probed::Unusable,
             super::linkage::Usable::Unknown(p) => Probed::Unfetched(p),
         }
+    }
+
+    fn surely_absent(&self, dir: &Path, name: &str) -> bool {
+        Resolver::surely_absent(self, dir, name.as_ref())
     }
 
     fn facts(&self, path: &Path) -> Option<DynamicFacts> {
@@ -112,22 +120,24 @@ pub fn resolve(path: &Path, d: &DynamicFacts, scan: Scan, policy: &Policy) -> Op
     let dirs = default_dirs(path, d, policy);
     let probe: &Resolver = &policy.resolver;
     let mut caller = Caller { path, facts: d, default_dirs: &dirs, loaded: &[] };
+    let search = dlopen::search_dirs(&caller);
     let mut resolved: Vec<Resolved> =
-        scan.targets.iter().map(|t| dlopen::resolve(t, &caller, probe)).collect();
+        scan.targets.iter().map(|t| dlopen::resolve_in(t, &caller, &search, probe)).collect();
     if resolved.iter().any(|r| !matches!(r, Resolved::Found { .. })) {
         let loaded = dlopen::needed_closure(&caller, probe);
         caller.loaded = &loaded;
         for (r, t) in resolved.iter_mut().zip(&scan.targets) {
             if !matches!(r, Resolved::Found { .. }) {
-                *r = dlopen::resolve(t, &caller, probe);
+                *r = dlopen::resolve_in(t, &caller, &search, probe);
             }
         }
     }
+    let searched = search.into_iter().map(|(d, _)| d).collect();
     let targets = scan
         .targets
         .into_iter()
         .zip(resolved)
         .map(|(target, resolved)| Load { target, resolved })
         .collect();
-    Some(Loads { imports, targets, patterns: scan.patterns, problems: scan.problems })
+    Some(Loads { imports, targets, searched, patterns: scan.patterns, problems: scan.problems })
 }

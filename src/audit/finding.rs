@@ -288,6 +288,45 @@ pub fn strip_store_hash(name: &str) -> &str {
     crate::store::name::strip_hash(name)
 }
 
+/// At most this many findings of one check per file; past it, one finding
+/// of the same check counts the rest ([`cap_per_check`]). Far above any
+/// real file (a library has about 20 dlopen targets); a hostile file's
+/// 4,096 dlopen targets no longer print 4,096 findings.
+pub const MAX_PER_CHECK: usize = 256;
+
+/// Keeps the first [`MAX_PER_CHECK`] findings of each check (in order) and
+/// replaces the rest of each with one finding of that check, about no
+/// subject, that says how many there were, at the highest severity among
+/// them (the exit status is the one the whole list gives).
+pub fn cap_per_check(path: &std::path::Path, findings: &mut Vec<Finding>) {
+    let mut counts: std::collections::HashMap<CheckId, usize> = Default::default();
+    let mut over: Vec<(CheckId, usize, Severity)> = Vec::new();
+    findings.retain(|f| {
+        let n = counts.entry(f.check).or_default();
+        *n += 1;
+        if *n <= MAX_PER_CHECK {
+            return true;
+        }
+        match over.iter_mut().find(|o| o.0 == f.check) {
+            Some(o) => {
+                o.1 += 1;
+                o.2 = o.2.max(f.severity);
+            }
+            None => over.push((f.check, 1, f.severity)),
+        }
+        false
+    });
+    for (check, count, severity) in over {
+        let mut f = Finding::new(
+            check,
+            path,
+            format!("{count} more {check} findings of this file are not listed (at most {MAX_PER_CHECK} per check and file)"),
+        );
+        f.severity = severity;
+        findings.push(f);
+    }
+}
+
 impl Finding {
     /// A finding of `check` with the check's default severity.
     pub fn new(check: CheckId, path: impl Into<PathBuf>, message: impl Into<String>) -> Finding {

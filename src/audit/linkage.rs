@@ -81,8 +81,13 @@ pub fn expand_origin(entry: &str, origin: &Path) -> PathBuf {
 #[derive(Debug, Default)]
 pub struct Resolver {
     system_dirs: OnceLock<Vec<PathBuf>>,
-    /// What each probed candidate path is.
+    /// What each probed candidate path is (at most [`MAX_SEEN`] remembered).
     seen: Mutex<HashMap<PathBuf, Candidate>>,
+    /// What each searched folder holds, by logical path: a name it does not
+    /// hold is absent without a system call or an entry in `seen` (4,096
+    /// dlopen targets over a 5,000-folder RUNPATH were 20 million entries
+    /// and 4.2 GB when each pair was remembered).
+    listings: Mutex<Listings>,
     /// Store paths read somewhere else than where they are named (fetched
     /// from a cache, unpacked from a NAR); empty for an audit of real paths.
     mounts: Mounts,
@@ -97,6 +102,39 @@ pub struct Resolver {
 struct Remembered {
     kind: Candidate,
     facts: Option<DynamicFacts>,
+}
+
+/// At most this many candidate paths are remembered per run (beyond, a
+/// candidate in a folder that could not be listed is probed each time).
+pub const MAX_SEEN: usize = 1 << 16;
+
+/// A folder with more entries than this is not listed (its candidates are
+/// probed one by one, and remembered up to [`MAX_SEEN`]).
+pub const MAX_LISTED: usize = 1 << 16;
+
+/// At most this many names over all listings of a run.
+pub const MAX_LISTED_NAMES: usize = 1 << 20;
+
+/// The folder listings of a run (see [`Resolver::listing`]).
+#[derive(Debug, Default)]
+struct Listings {
+    /// By the folder's logical path, as bytes (hashing a `Path` walks its
+    /// components: this is looked up once per folder and target).
+    by_folder: HashMap<std::ffi::OsString, std::sync::Arc<Listing>>,
+    names: usize,
+}
+
+/// What a searched folder holds.
+#[derive(Debug)]
+enum Listing {
+    /// These names (any kind of entry).
+    Names(std::collections::HashSet<std::ffi::OsString>),
+    /// No folder there: nothing in it.
+    Absent,
+    /// Inside this store path, which was not fetched.
+    Unfetched(PathBuf),
+    /// Not listed (unreadable, too large, or a removed copy): probe each name.
+    Unknown,
 }
 
 /// What a candidate path for a NEEDED name is.
@@ -243,6 +281,15 @@ impl Resolver {
     /// a class and machine are given, is an ELF of that class and machine
     /// (the loader skips others and goes on searching).
     pub(crate) fn usable(&self, path: &Path, target: Option<Target>) -> Usable {
+        let folder = path.parent().filter(|f| !f.as_os_str().is_empty());
+        if let (Some(folder), Some(name)) = (folder, path.file_name()) {
+            match &*self.listing(folder) {
+                Listing::Names(names) if !names.contains(name) => return Usable::No,
+                Listing::Absent => return Usable::No,
+                Listing::Unfetched(p) => return Usable::Unknown(p.clone()),
+                _ => {}
+            }
+        }
         let known = self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
         let kind = known.unwrap_or_else(|| {
             // Without mounts the kernel resolves the path (no extra calls).
@@ -260,7 +307,9 @@ impl Resolver {
                 }
             };
             let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-            seen.insert(path.to_path_buf(), kind.clone());
+            if seen.len() < MAX_SEEN {
+                seen.insert(path.to_path_buf(), kind.clone());
+            }
             kind
         });
         let yes = |b: bool| if b { Usable::Yes } else { Usable::No };
@@ -272,6 +321,74 @@ impl Resolver {
             (Candidate::Elf(found), Some(want)) => yes(found == want),
         }
     }
+}
+
+impl Resolver {
+    /// Whether the folder `folder` (a logical path) surely has no `name`:
+    /// by its listing, without a system call.
+    pub(crate) fn surely_absent(&self, folder: &Path, name: &std::ffi::OsStr) -> bool {
+        if folder.as_os_str().is_empty() {
+            return false;
+        }
+        match &*self.listing(folder) {
+            Listing::Names(names) => !names.contains(name),
+            Listing::Absent => true,
+            _ => false,
+        }
+    }
+
+    /// What the folder `folder` (a logical path) holds, listed once per run:
+    /// its names when it can be listed, has at most [`MAX_LISTED`] and the
+    /// run's listings stay within [`MAX_LISTED_NAMES`]. A name it does not
+    /// hold cannot be opened there, so the answer is the kernel's.
+    fn listing(&self, folder: &Path) -> std::sync::Arc<Listing> {
+        let lock = || self.listings.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(known) = lock().by_folder.get(folder.as_os_str()) {
+            return known.clone();
+        }
+        let local = match self.mounts.is_empty() {
+            true => Located::Local(folder.to_path_buf()),
+            false => self.mounts.locate(folder),
+        };
+        let listing = match local {
+            Located::Local(local) => list(&local),
+            Located::Absent => Listing::Absent,
+            Located::Unfetched(store_path) => Listing::Unfetched(store_path),
+            Located::Gone(_) => Listing::Unknown,
+        };
+        let mut all = lock();
+        let listing = match listing {
+            Listing::Names(n) if all.names + n.len() > MAX_LISTED_NAMES => Listing::Unknown,
+            other => other,
+        };
+        if let Listing::Names(n) = &listing {
+            all.names += n.len();
+        }
+        let listing = std::sync::Arc::new(listing);
+        all.by_folder.insert(folder.as_os_str().to_os_string(), listing.clone());
+        listing
+    }
+}
+
+/// The names in the folder at `local`.
+fn list(local: &Path) -> Listing {
+    let entries = match std::fs::read_dir(local) {
+        Ok(entries) => entries,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+            return Listing::Absent
+        }
+        Err(_) => return Listing::Unknown,
+    };
+    let mut names = std::collections::HashSet::new();
+    for entry in entries {
+        match entry {
+            Ok(e) if names.len() < MAX_LISTED => {
+                names.insert(e.file_name());
+            }
+            _ => return Listing::Unknown,
+        }
+    }
+    Listing::Names(names)
 }
 
 /// Looks at a candidate file (its first 20 bytes). Only a regular file is

@@ -317,6 +317,7 @@ pub fn audit_mapped(
         facts.coverage = coverage(&dev, facts.runtime.as_ref(), policy);
         facts.device = Some(dev);
     }
+    finding::cap_per_check(path, &mut findings);
     Ok(Some((facts, findings)))
 }
 

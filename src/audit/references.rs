@@ -12,6 +12,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::devicecode::host::{self, Object};
+use crate::elf::ranges::Disjoint;
 use crate::fatbin::{codec, Codec, Entry, Kind, Payload};
 use crate::store::references::{Candidates, Hit};
 
@@ -227,26 +228,46 @@ fn build_top(data: &[u8], settings: &Settings, section: Option<&str>) -> Vec<Ref
 }
 
 /// Names the section, member and fatbin entry of each hit, and adds what
-/// compressed PTX hides.
+/// compressed PTX hides. Each hit is a binary search in sorted, disjoint
+/// ranges ([`Disjoint`]), not a walk of every section and entry: 20,000
+/// hits in a file of 3,000 overlapping sections took 134 s.
 fn locate(data: &[u8], hits: Vec<Hit>, settings: &Settings) -> Vec<Reference> {
     let names = section_names(data);
     let object = host::parse(data).ok();
     let mut entries = Vec::new();
-    let mut members = Vec::new();
+    let mut members: Vec<(u64, String)> = Vec::new();
     if let Some(object) = &object {
         collect_entries(object, &mut entries);
         if let Object::Archive(list) = object {
-            members = list.iter().map(|m| (m.offset, String::from_utf8_lossy(m.name))).collect();
+            members = list
+                .iter()
+                .map(|m| (m.offset, String::from_utf8_lossy(m.name).into_owned()))
+                .collect();
         }
     }
+    // The member holding an offset: the last one (members are in file
+    // order) that starts at or before it, by binary search.
+    let mut starts: Vec<(u64, usize)> =
+        members.iter().enumerate().map(|(i, (o, _))| (*o, i)).collect();
+    starts.sort_by_key(|&(o, i)| (o, std::cmp::Reverse(i)));
+    starts.dedup_by_key(|m| m.0);
+    let member_at = |at: u64| {
+        let i = starts.partition_point(|&(o, _)| o <= at);
+        let (_, index) = *starts.get(i.checked_sub(1)?)?;
+        Some(members[index].1.clone())
+    };
+    let spans = Disjoint::new(entries.iter().map(|e| {
+        let span = entry_span(e);
+        (span.start, span.end, *e)
+    }));
     let mut refs: Vec<Reference> = hits
         .into_iter()
         .map(|hit| {
             let at = hit.offset;
             let mut r = unlocated(settings, hit);
-            r.section = names.iter().find(|(s, e, _)| (*s..*e).contains(&at)).map(|n| n.2.clone());
-            r.member = members.iter().rev().find(|(o, _)| *o <= at).map(|m| m.1.to_string());
-            if let Some(e) = entries.iter().find(|e| entry_span(e).contains(&at)) {
+            r.section = names.find(at).map(|p| p.value.clone());
+            r.member = member_at(at);
+            if let Some(e) = spans.find(at).map(|p| p.value) {
                 let header_end = e.offset + u64::from(e.header_size);
                 let part = if at < header_end { "header" } else { "payload" };
                 r.entry = Some(place(e, part));
@@ -256,14 +277,15 @@ fn locate(data: &[u8], hits: Vec<Hit>, settings: &Settings) -> Vec<Reference> {
         .collect();
     // An entry whose header names a store path but whose payload is
     // compressed: the PTX inside may name it again (-lineinfo), unseen by Nix.
+    let named: std::collections::HashSet<u64> =
+        refs.iter().filter_map(|r| r.entry.as_ref().map(|p| p.offset)).collect();
     let mut hidden = Vec::new();
     for e in &entries {
-        let named = refs.iter().any(|r| r.entry.as_ref().is_some_and(|p| p.offset == e.offset));
-        if !named || e.codec == Codec::None || e.kind != Kind::Ptx {
+        if !named.contains(&e.offset) || e.codec == Codec::None || e.kind != Kind::Ptx {
             continue;
         }
         let Ok(bytes) = codec::plain_within(e, &codec::Budget::per_file()) else { continue };
-        let section = names.iter().find(|(s, x, _)| (*s..*x).contains(&e.offset)).map(|n| &n.2);
+        let section = names.find(e.offset).map(|p| &p.value);
         hidden.extend(settings.candidates.scan(&bytes, 0, &|_| {}).into_iter().map(|hit| {
             Reference {
                 section: section.cloned(),
@@ -299,18 +321,21 @@ fn collect_entries<'e, 'a>(object: &'e Object<'a>, out: &mut Vec<&'e Entry<'a>>)
     });
 }
 
-/// An ELF file's sections with bytes: `(start, end, name)`; empty for
-/// other files.
-fn section_names(data: &[u8]) -> Vec<(u64, u64, String)> {
-    let Ok((elf, _)) = crate::elf::Elf::parse_lenient(data) else { return Vec::new() };
-    elf.shdrs
-        .iter()
-        .filter(|sh| sh.sh_type != crate::elf::SHT_NOBITS && sh.size > 0)
-        .map(|sh| {
-            let name = elf.section_name(sh).map(String::from_utf8_lossy).unwrap_or_default();
-            (sh.offset, sh.offset.saturating_add(sh.size), name.into_owned())
-        })
-        .collect()
+/// An ELF file's sections with bytes, by file range (where sections
+/// overlap, the one that starts first names the bytes); empty for other
+/// files.
+fn section_names(data: &[u8]) -> Disjoint<String> {
+    let Ok((elf, _)) = crate::elf::Elf::parse_lenient(data) else {
+        return Disjoint::new(std::iter::empty());
+    };
+    Disjoint::new(
+        elf.shdrs.iter().filter(|sh| sh.sh_type != crate::elf::SHT_NOBITS && sh.size > 0).map(
+            |sh| {
+                let name = elf.section_name(sh).map(String::from_utf8_lossy).unwrap_or_default();
+                (sh.offset, sh.offset.saturating_add(sh.size), name.into_owned())
+            },
+        ),
+    )
 }
 
 #[cfg(test)]

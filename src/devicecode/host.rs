@@ -20,6 +20,7 @@ use std::path::Path;
 
 use object::elf;
 
+use crate::elf::ranges::Disjoint;
 use crate::elf::{Elf, ElfError, Layout, SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS};
 use crate::fatbin::container::parse_region_with;
 use crate::fatbin::cubin::{self, CubinInfo};
@@ -64,6 +65,16 @@ pub enum ReadError {
     NoBits {
         /// Section name.
         section: &'static str,
+    },
+    /// Fatbin sections whose bytes overlap an earlier fatbin section's:
+    /// not walked (their containers would be read, and listed, once per
+    /// header: 3,000 headers over 64 KiB were 2 GB).
+    #[error("{count} fatbin sections overlap the bytes of an earlier one (the first at file offset {offset:#x}): each byte was read once")]
+    Overlapping {
+        /// How many sections were left out.
+        count: usize,
+        /// File offset of the first one left out.
+        offset: u64,
     },
     /// A fatbin section whose bytes are outside the file.
     #[error("section {section}: {message}")]
@@ -300,6 +311,22 @@ fn precheck(data: &[u8]) -> Result<(), ReadError> {
 fn locate<'a>(elf: &Elf<'a>, base: u64) -> Located<'a> {
     let mut located =
         Located { object: ElfObject::default(), pending: Vec::new(), has_device_code: false };
+    let fatbin_name = |section: &crate::elf::Shdr| match elf.section_name(section) {
+        Some(n) if n == NV_FATBIN.as_bytes() => Some(NV_FATBIN),
+        Some(n) if n == NV_RELFATBIN.as_bytes() => Some(NV_RELFATBIN),
+        _ => None,
+    };
+    // Fatbin sections with bytes, each byte walked once: the first section
+    // over some bytes is walked, any later one sharing them is left out.
+    let walked = Disjoint::new(elf.shdrs.iter().enumerate().filter_map(|(index, s)| {
+        let fatbin = s.sh_type != SHT_NOBITS && fatbin_name(s).is_some();
+        fatbin.then_some((s.offset, s.offset.saturating_add(s.size), index))
+    }));
+    let mut kept = vec![false; elf.shdrs.len()];
+    for p in walked.pieces().iter().filter(|p| p.start == p.range_start) {
+        kept[p.value] = true;
+    }
+    let mut left_out: Option<(usize, u64)> = None;
     let object = &mut located.object;
     for (index, section) in elf.shdrs.iter().enumerate() {
         let loaded_data = section.flags & SHF_EXECINSTR == 0 && section.flags & SHF_ALLOC != 0;
@@ -313,12 +340,13 @@ fn locate<'a>(elf: &Elf<'a>, base: u64) -> Located<'a> {
                 object.no_fatbin.push(range);
             }
         }
-        let name = match elf.section_name(section) {
-            Some(n) if n == NV_FATBIN.as_bytes() => NV_FATBIN,
-            Some(n) if n == NV_RELFATBIN.as_bytes() => NV_RELFATBIN,
-            _ => continue,
-        };
+        let Some(name) = fatbin_name(section) else { continue };
         let offset = base.saturating_add(section.offset);
+        if !nobits && section.size > 0 && !kept[index] {
+            let (count, _) = left_out.get_or_insert((0, offset));
+            *count += 1;
+            continue;
+        }
         let at = |size| FatbinSection { name, index, offset, size, region: Region::default() };
         if nobits {
             // A split debug file (`objcopy --only-keep-debug`) keeps the
@@ -339,6 +367,9 @@ fn locate<'a>(elf: &Elf<'a>, base: u64) -> Located<'a> {
                 message: "Invalid ELF section size or offset".into(),
             }),
         }
+    }
+    if let Some((count, offset)) = left_out {
+        located.object.errors.push(ReadError::Overlapping { count, offset });
     }
     located
 }

@@ -10,7 +10,9 @@
 //!
 //! Memory is bounded per file whatever the file holds: at most
 //! [`MAX_TARGETS`] distinct names, a note's JSON at most [`MAX_NOTE`] bytes;
-//! past a bound the scan stops and says so in [`Scan::problems`].
+//! past a bound the scan stops and says so in [`Scan::problems`], itself at
+//! most [`MAX_PROBLEMS`] and one [`Problem::More`] that counts the rest.
+//! Overlapping sections are read once ([`crate::elf::ranges`]).
 
 pub mod note;
 pub mod resolve;
@@ -18,7 +20,10 @@ pub mod strings;
 pub mod symbols;
 pub mod table;
 
-pub use resolve::{needed_closure, resolve, Caller, DirectProbe, Probe, Probed, Resolved, Via};
+pub use resolve::{
+    needed_closure, resolve, resolve_in, search_dirs, Caller, DirectProbe, Probe, Probed, Resolved,
+    Via,
+};
 pub use table::{provider, Need};
 
 use serde::Serialize;
@@ -33,6 +38,10 @@ pub const MAX_TARGETS: usize = 4096;
 /// A `.note.dlopen` note's JSON may be at most this long (systemd's own
 /// notes are a few hundred bytes).
 pub const MAX_NOTE: usize = 64 << 10;
+
+/// At most this many problems per file, then one [`Problem::More`]: a
+/// 16 MB section of broken 20-byte notes was 838,861 problems (462 MB).
+pub const MAX_PROBLEMS: usize = 64;
 
 /// Which loader entry point the file imports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -126,6 +135,11 @@ pub enum Problem {
         /// Why.
         reason: String,
     },
+    /// Past [`MAX_PROBLEMS`]: how many more there were, not kept.
+    More {
+        /// How many.
+        count: u64,
+    },
 }
 
 impl Problem {
@@ -138,6 +152,9 @@ impl Problem {
             Problem::BadNote { offset, reason } => {
                 format!("the .note.dlopen note at {offset:#x} cannot be read: {reason}")
             }
+            Problem::More { count } => format!(
+                "{count} more problems reading its dlopen targets (at most {MAX_PROBLEMS} are listed per file)"
+            ),
         }
     }
 }
@@ -164,6 +181,25 @@ pub struct Scan {
     /// static-runtime check reads it instead of searching again.
     #[serde(skip)]
     pub libcuda_string: Option<bool>,
+}
+
+impl Scan {
+    /// Records a problem: the first [`MAX_PROBLEMS`] as they are, then only
+    /// their count, in one [`Problem::More`].
+    pub fn problem(&mut self, p: Problem) {
+        push_problem(&mut self.problems, p)
+    }
+}
+
+/// [`Scan::problem`] on a list of problems.
+pub fn push_problem(problems: &mut Vec<Problem>, p: Problem) {
+    if problems.len() < MAX_PROBLEMS {
+        problems.push(p);
+    } else if let Some(Problem::More { count }) = problems.last_mut() {
+        *count += 1;
+    } else {
+        problems.push(Problem::More { count: 1 });
+    }
 }
 
 /// Scans one parsed ELF file: `soname` is its DT_SONAME (the facts table is

@@ -19,6 +19,7 @@
 //! - a `%` is a printf conversion (`libnvrtc.so.%d`): kept as a pattern.
 
 use super::{Origin, Problem, MAX_TARGETS};
+use crate::elf::ranges::Disjoint;
 use crate::elf::{Elf, SHF_ALLOC, SHF_EXECINSTR};
 
 /// SHT_PROGBITS.
@@ -56,22 +57,42 @@ fn string_section(name: &[u8]) -> bool {
     })
 }
 
-/// The read-only data sections worth searching: `(name, file offset, bytes)`.
-pub fn sections<'a>(elf: &Elf<'a>) -> Vec<(String, &'a [u8])> {
-    elf.shdrs
-        .iter()
-        .filter(|s| {
-            s.sh_type == SHT_PROGBITS
-                && s.flags & SHF_ALLOC != 0
-                && s.flags & (SHF_WRITE | SHF_EXECINSTR) == 0
-        })
-        .filter_map(|s| {
-            let name = elf.section_name(s).unwrap_or_default();
-            if SKIP.contains(&name) || !string_section(name) {
-                return None;
-            }
-            let bytes = elf.slice(s.offset, s.size, "section").ok()?;
-            Some((String::from_utf8_lossy(name).into_owned(), bytes))
+/// One read-only data section worth searching.
+#[derive(Debug, Clone)]
+pub struct StringSection<'a> {
+    /// Its name (`.rodata`).
+    pub name: String,
+    /// Its bytes.
+    pub bytes: &'a [u8],
+    /// The first of its bytes no other section searched holds: sections
+    /// that overlap are searched once ([`crate::elf::ranges::Disjoint`]:
+    /// 4,000 `.rodata` headers over 1 MiB were 4,000 searches of it).
+    pub from: usize,
+}
+
+/// The read-only data sections worth searching, in file order, each
+/// byte searched once (see [`StringSection::from`]).
+pub fn sections<'a>(elf: &Elf<'a>) -> Vec<StringSection<'a>> {
+    let candidates = elf.shdrs.iter().filter(|s| {
+        s.sh_type == SHT_PROGBITS
+            && s.flags & SHF_ALLOC != 0
+            && s.flags & (SHF_WRITE | SHF_EXECINSTR) == 0
+    });
+    let readable = candidates.filter_map(|s| {
+        let name = elf.section_name(s).unwrap_or_default();
+        if SKIP.contains(&name) || !string_section(name) {
+            return None;
+        }
+        let bytes = elf.slice(s.offset, s.size, "section").ok()?;
+        Some((s.offset, s.offset + bytes.len() as u64, (name, bytes)))
+    });
+    Disjoint::new(readable)
+        .into_pieces()
+        .into_iter()
+        .map(|p| StringSection {
+            name: String::from_utf8_lossy(p.value.0).into_owned(),
+            bytes: p.value.1,
+            from: (p.start - p.range_start) as usize,
         })
         .collect()
 }
@@ -105,9 +126,9 @@ pub fn find(elf: &Elf<'_>, problems: &mut Vec<Problem>, release: &(dyn Fn(&[u8])
     let mut out: Vec<(String, Origin)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let (mut libcuda, mut complete) = (false, true);
-    for (section, bytes) in sections(elf) {
+    for StringSection { name: section, bytes, from } in sections(elf) {
         let mut stopped = None;
-        'hits: for stretch in stretches(bytes, release) {
+        'hits: for stretch in stretches(bytes, from, release) {
             libcuda |= stretch.libcuda;
             complete &= stretch.complete;
             for (start, name) in stretch.names {
@@ -127,7 +148,10 @@ pub fn find(elf: &Elf<'_>, problems: &mut Vec<Problem>, release: &(dyn Fn(&[u8])
             }
         }
         if let Some(offset) = stopped {
-            problems.push(Problem::TooManyNames { limit: MAX_TARGETS, section, offset });
+            super::push_problem(
+                problems,
+                Problem::TooManyNames { limit: MAX_TARGETS, section, offset },
+            );
             complete = false;
             break;
         }
@@ -145,14 +169,18 @@ struct Stretch<'a> {
     complete: bool,
 }
 
-/// Each [`STRETCH`] of `bytes`, in order, searched in parallel; each
+/// Each [`STRETCH`] of `bytes` from `from` on, in order, searched in parallel; each
 /// stretch's distinct names at most [`MAX_TARGETS`] (so a hostile section
 /// costs bounded memory), its pages prefetched in one call before the
 /// search and released after it.
-fn stretches<'a>(bytes: &'a [u8], release: &(dyn Fn(&[u8]) + Sync)) -> Vec<Stretch<'a>> {
+fn stretches<'a>(
+    bytes: &'a [u8],
+    from: usize,
+    release: &(dyn Fn(&[u8]) + Sync),
+) -> Vec<Stretch<'a>> {
     use rayon::prelude::*;
     let finder = memchr::memmem::Finder::new(b".so");
-    let starts: Vec<usize> = (0..bytes.len()).step_by(STRETCH).collect();
+    let starts: Vec<usize> = (from..bytes.len()).step_by(STRETCH).collect();
     starts
         .par_iter()
         .map(|&from| {

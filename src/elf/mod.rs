@@ -14,6 +14,7 @@ pub mod classify;
 pub mod dynamic;
 pub mod machine;
 pub mod patch;
+pub mod ranges;
 pub mod runpath;
 
 /// `\x7fELF`, the first four bytes of every ELF file.

@@ -48,13 +48,8 @@ pub fn dlopen(path: &Path, loads: &Loads, out: &mut Vec<Finding>) {
                     format!("dlopens {name}{asked}, named at {place}: {found} resolves {how}"),
                 )
             }
-            Resolved::Missing { searched } => {
-                let list: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
-                let searched = if list.is_empty() {
-                    "nothing: the file has no RUNPATH or RPATH and the loader's default folders do not apply".to_string()
-                } else {
-                    list.join(":")
-                };
+            Resolved::Missing { .. } => {
+                let searched = searched(&loads.searched);
                 let fix = match provider(t.asked.first().unwrap_or(name)) {
                     Some(p) => format!("; {name} is in {}: add its lib folder to this file's RUNPATH (auto-add-driver-runpath --dlopen-search DIR)", p.attribute),
                     None => "; add the folder that holds it to this file's RUNPATH (auto-add-driver-runpath --dlopen-search DIR)".to_string(),
@@ -86,3 +81,24 @@ pub fn dlopen(path: &Path, loads: &Loads, out: &mut Vec<Finding>) {
         out.push(finding.about(subject));
     }
 }
+
+/// A `Missing` target's folders, as its message says them: all of them up
+/// to [`SHOWN_FOLDERS`], else the first few and how many more, with where
+/// the whole list is (once per file: every target of a file searches the
+/// same folders).
+fn searched(folders: &[std::path::PathBuf]) -> String {
+    let list: Vec<String> =
+        folders.iter().take(SHOWN_FOLDERS).map(|p| p.display().to_string()).collect();
+    match folders.len() {
+        0 => "nothing: the file has no RUNPATH or RPATH and the loader's default folders do not apply".to_string(),
+        n if n <= SHOWN_FOLDERS => list.join(":"),
+        n => format!(
+            "{n} folders: {}:... and {} more; --dlopen-facts lists them once, as the file's dlopen `searched`",
+            list.join(":"),
+            n - SHOWN_FOLDERS
+        ),
+    }
+}
+
+/// A `dlopen-unresolved` message names at most this many folders.
+pub const SHOWN_FOLDERS: usize = 8;
