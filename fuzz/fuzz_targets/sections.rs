@@ -41,7 +41,13 @@ fuzz_target!(|data: &[u8]| {
         });
         assert!(containers * 16 <= file.len(), "{containers} containers in {} bytes", file.len());
         let _ = traverse::probe(&file, &object);
-        let _ = traverse::found_sections(&file, &object, &|_| {});
+        // The default reading: every data section searched whole, each
+        // byte once however many headers cover it.
+        let data = traverse::data_sections(&object);
+        let searched: u64 = data.iter().map(|(s, e)| e - s).sum();
+        assert!(searched <= file.len() as u64, "{searched} data bytes in {} bytes", file.len());
+        let found = traverse::scan_sections(&file, &data, &mut |_| {});
+        assert!(found.len() * 16 <= file.len(), "{} containers in {} bytes", found.len(), file.len());
     }
     let Ok(elf) = Elf::parse(&file) else { return };
     let mut scan = Scan::default();
