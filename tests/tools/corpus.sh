@@ -48,6 +48,10 @@ sets=(
   # issue 21 (the dlopen fix on this machine): procps' libproc2 dlopens
   # libnuma.so, then libnuma.so.1 (`ps -o numa`); this machine's own packages
   "deb-dlopen|deb:amd64|libproc2-0 libnuma1"
+  # issue 30 (trust): files whose findings were untrue or noise (tests/trust_findings.rs):
+  # CUPTI's graphics-interop strings, cuDNN 9.10's sm_90a-only libcudnn_adv
+  "cupti12|nvidia-cuda-cupti-cu12==12.8.90|*/libcupti.so.12"
+  "cudnn910|nvidia-cudnn-cu12==9.10.2.21|*/libcudnn_adv.so.9"
 )
 wanted=("$@")
 ((${#wanted[@]})) || wanted=(curand12 curand13 cupy cufft)
