@@ -141,8 +141,8 @@ fn hard_links_of_one_inode_are_reported_once() {
 }
 
 /// The text report of CUPTI and NCCL: the search list once per file, every
-/// line at most 160 characters (issue 30: at most 300; real reports had
-/// lines of 440 to 3052).
+/// line at most 200 characters (`report::wrap::WIDTH`; issue 30: at most
+/// 300; real reports had lines of 440 to 3052).
 #[test]
 fn text_prints_each_search_list_once_and_no_long_lines() {
     let cupti = corpus("cupti12", "libcupti.so.12");
@@ -156,7 +156,10 @@ fn text_prints_each_search_list_once_and_no_long_lines() {
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     let longest = text.lines().map(|l| l.chars().count()).max().unwrap();
-    assert!(longest <= 160, "a line of {longest} characters:\n{text}");
+    assert!(
+        longest <= nix_cuda_hooks::report::wrap::WIDTH,
+        "a line of {longest} characters:\n{text}"
+    );
     for file in [&cupti, &nccl] {
         let name = file.display().to_string();
         let section = text.split(&format!("\n{name}\n")).nth(1).expect("the file's section");

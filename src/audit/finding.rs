@@ -102,10 +102,10 @@ checks! {
         "a requested GPU capability runs only through the driver's PTX JIT: slow first start, needs a new enough driver",
         "add SASS for this capability (-gencode arch=compute_XY,code=sm_XY)";
     MissingForwardCompatPtx = "missing-forward-compat-ptx", Warning, "capability",
-        "forward compatibility (on by default, as Nixpkgs' cudaForwardCompat) needs PTX for the last capability or lower: without any PTX a GPU newer than the file's SASS gets nothing; with only newer PTX, the known capabilities between that no SASS serves get nothing (the message names them; none: no finding)",
+        "forward compatibility (on by default, as Nixpkgs' cudaForwardCompat) needs PTX for the last capability or lower, else a newer GPU no SASS serves gets nothing",
         "add -gencode arch=compute_XY,code=compute_XY for the last capability, or turn it off: cudaForwardCompat = false in Nix, --no-forward-compat here";
     UnrequestedArch = "unrequested-arch", Info, "arch",
-        "the file carries code for a capability nobody asked for: larger outputs, longer builds (arch-specific sm_XYa and family sm_XYf code of a requested X.Y is code for it, not unrequested)",
+        "the file carries code for a capability nobody asked for: larger outputs, longer builds",
         "check the build system's architecture flags";
     CudartStatic = "cudart-static", Info, "",
         "the CUDA runtime is linked statically: it dlopens libcuda.so.1 at run time",

@@ -6,7 +6,7 @@
 
 /// The longest line written, in characters, indent included (a word longer
 /// than that, a path of 200 characters, is cut inside it).
-pub const WIDTH: usize = 160;
+pub const WIDTH: usize = 200;
 
 /// `line` as lines of at most [`WIDTH`] characters.
 pub fn wrap(line: &str) -> Vec<String> {

@@ -153,7 +153,7 @@ fn forward_compat(
             )
         } else {
             format!(
-                "forward compatibility needs PTX for capability {cap} or lower, to JIT on newer GPUs; the file has no PTX, so a GPU newer than its SASS gets nothing"
+                "forward compatibility needs PTX for capability {cap} or lower; the file has no PTX, so a GPU newer than its SASS gets nothing"
             )
         };
         out.push(
@@ -162,7 +162,6 @@ fn forward_compat(
         );
     }
 }
-
 
 /// Device code for capabilities nobody asked for.
 fn unrequested(
