@@ -297,16 +297,20 @@ fn audit_resolves_a_foreign_file_only_in_its_runpath_and_sysroot() {
             serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
         (out.status.code(), v)
     };
+    // Without that machine's folders whether libgcc_s resolves cannot be
+    // decided (issue 30): an info saying so, not an error.
     let (code, v) = audit(&[]);
-    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(code, Some(0), "{v}");
     let unresolved: Vec<&serde_json::Value> = v["findings"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| f["check"] == "unresolved-needed")
+        .filter(|f| f["check"] == "unresolved-needed" || f["check"] == "needed-undecided")
         .collect();
     assert_eq!(unresolved.len(), 1, "{v}");
     let f = unresolved[0];
+    assert_eq!(f["check"], "needed-undecided", "{f}");
+    assert_eq!(f["severity"], "info", "{f}");
     assert!(f["path"].as_str().unwrap().ends_with("out/lib/libans.so"), "{f}");
     assert_eq!(f["details"]["library"], "libgcc_s.so.1");
     let msg = f["message"].as_str().unwrap();

@@ -32,6 +32,10 @@ pub struct Loads {
     /// What the scan could not read.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<Problem>,
+    /// The caller's SONAME: a fix never tells a library to add its own
+    /// package (the JSON facts have it in the loader facts already).
+    #[serde(skip)]
+    pub caller: Option<String>,
 }
 
 /// One target and its resolution.
@@ -72,7 +76,8 @@ impl Probe for Resolver {
 }
 
 /// Scans a parsed host file (see [`crate::dlopen::scan`]); `local` names
-/// the bytes' file, whose name may carry the full version.
+/// the bytes' file, whose name may carry the full version. One target per
+/// library, none for the file's own names ([`crate::dlopen::fold`]).
 pub fn scan(
     elf: &crate::elf::Elf<'_>,
     loader: &DynamicFacts,
@@ -83,7 +88,11 @@ pub fn scan(
         return Scan::default();
     }
     let name = local.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    dlopen::scan(elf, loader.soname.as_deref(), dlopen::version_of_file_name(&name), release)
+    let mut scan =
+        dlopen::scan(elf, loader.soname.as_deref(), dlopen::version_of_file_name(&name), release);
+    let own: Vec<&str> = loader.soname.as_deref().into_iter().chain([name.as_str()]).collect();
+    dlopen::fold::fold(&mut scan, &own);
+    scan
 }
 
 /// The loader's default folders for `path`: the interpreter's folder (a
@@ -139,5 +148,6 @@ pub fn resolve(path: &Path, d: &DynamicFacts, scan: Scan, policy: &Policy) -> Op
         .zip(resolved)
         .map(|(target, resolved)| Load { target, resolved })
         .collect();
-    Some(Loads { imports, targets, searched, patterns: scan.patterns, problems: scan.problems })
+    let caller = d.soname.clone();
+    Some(Loads { imports, targets, searched, patterns: scan.patterns, problems: scan.problems, caller })
 }

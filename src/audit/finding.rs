@@ -92,6 +92,9 @@ checks! {
     NeededNotFetched = "needed-not-fetched", Info, "library",
         "a NEEDED library is searched for in store paths the audit of a cache or NAR did not read, so whether it resolves is unknown (not an unresolved-needed error)",
         "audit the closure: --substituter URL --closure STORE-PATH";
+    NeededUndecided = "needed-undecided", Info, "library",
+        "a NEEDED library of a file for another machine is not in the folders its RUNPATH names, and that machine's default folders were not given: whether it resolves cannot be decided here (not an unresolved-needed error)",
+        "give that machine's libraries with --sysroot DIR (a cross toolchain's sysroot, or an unpacked root file system)";
     NoCodeForCapability = "no-code-for-capability", Error, "capability",
         "a requested GPU capability has neither compatible SASS nor JIT-able PTX: kernels fail with 'no kernel image is available'",
         "build with the requested capabilities (cudaCapabilities / CMAKE_CUDA_ARCHITECTURES / TORCH_CUDA_ARCH_LIST)";
@@ -99,7 +102,7 @@ checks! {
         "a requested GPU capability runs only through the driver's PTX JIT: slow first start, needs a new enough driver",
         "add SASS for this capability (-gencode arch=compute_XY,code=sm_XY)";
     MissingForwardCompatPtx = "missing-forward-compat-ptx", Warning, "capability",
-        "forward compatibility (on by default, as Nixpkgs' cudaForwardCompat) needs PTX for the last capability, else newer GPUs get nothing",
+        "forward compatibility (on by default, as Nixpkgs' cudaForwardCompat) needs PTX for the last capability or lower, else a newer GPU no SASS serves gets nothing",
         "add -gencode arch=compute_XY,code=compute_XY for the last capability, or turn it off: cudaForwardCompat = false in Nix, --no-forward-compat here";
     UnrequestedArch = "unrequested-arch", Info, "arch",
         "the file carries code for a capability nobody asked for: larger outputs, longer builds",
@@ -129,8 +132,8 @@ checks! {
         "with a driver given, the tool could not decide whether it runs the file: it loads the driver but says not which CUDA version it needs (a static CUDA runtime without a toolkit note, a library that calls the driver itself and is no known NVIDIA release; a PTX ISA is only a floor), or a PTX ISA newer than the tool's table",
         "check by hand (cuobjdump -ptx shows .version; the build's cudaPackages set names the runtime), or update the tool";
     DlopenUnresolved = "dlopen-unresolved", Warning, "library",
-        "a library the file loads with dlopen is found nowhere its dlopen searches (its own RUNPATH, not the program's): the feature fails at run time, often with a misleading message (an error when the dlopen facts table says the library's main job needs it)",
-        "add the providing package (the message names its Nixpkgs attribute) and its lib folder to the file's RUNPATH: auto-add-driver-runpath --dlopen-search DIR (docs/dlopen.md)";
+        "a library the file loads with dlopen is found nowhere its dlopen searches (its own RUNPATH, not the program's): the feature fails at run time. An error when a reviewed fact (the dlopen facts table, a .note.dlopen priority) says the library's main job needs it, a warning when one says it is recommended, else an info: a bare string is no reviewed fact",
+        "add the providing package (the message names its Nixpkgs attribute when one provides it) and its lib folder to the file's RUNPATH: auto-add-driver-runpath --dlopen-search DIR (docs/dlopen.md)";
     DlopenNotFetched = "dlopen-not-fetched", Info, "library",
         "a dlopen target is searched for in store paths the audit of a cache or NAR did not read, so whether it resolves is unknown",
         "audit the closure: --substituter URL --closure STORE-PATH";

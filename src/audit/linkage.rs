@@ -411,24 +411,46 @@ fn probe(path: &Path) -> Candidate {
 }
 
 /// The host's default library folders: `/etc/ld.so.conf` (with `include`
-/// globs of plain `*.conf` form) then `/lib64`, `/lib`, `/usr/lib64`, `/usr/lib`.
+/// globs of plain `*.conf` form), then the folders this host's glibc was
+/// built to search ([`builtin_dirs`]). Only folders the loader searches:
+/// Debian's x86_64 glibc searches `/lib/x86_64-linux-gnu`,
+/// `/usr/lib/x86_64-linux-gnu`, `/lib`, `/usr/lib` (LD_DEBUG shows it), never
+/// `/lib64`, so a list naming `/lib64` was untrue there.
 pub fn system_lib_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     read_ld_so_conf(Path::new("/etc/ld.so.conf"), &mut dirs, 0);
-    for d in [
-        "/lib64",
-        "/lib",
-        "/usr/lib64",
-        "/usr/lib",
-        "/lib/x86_64-linux-gnu",
-        "/usr/lib/x86_64-linux-gnu",
-    ] {
-        let d = PathBuf::from(d);
+    for d in builtin_dirs(Path::new("/")) {
         if !dirs.contains(&d) {
             dirs.push(d);
         }
     }
     dirs
+}
+
+/// glibc's built-in folders on the system under `root`, told by where its
+/// `libc.so.6` lives: a multiarch glibc (Debian, Ubuntu) searches
+/// `lib/TRIPLE`, `usr/lib/TRIPLE`, `lib`, `usr/lib`; a `lib64` one (Fedora,
+/// SUSE, Arch's lib64 link aside) `lib64`, `usr/lib64`; else `lib`, `usr/lib`.
+pub fn builtin_dirs(root: &Path) -> Vec<PathBuf> {
+    let triple = match std::env::consts::ARCH {
+        "x86_64" => "x86_64-linux-gnu",
+        "aarch64" => "aarch64-linux-gnu",
+        "powerpc64" => "powerpc64le-linux-gnu",
+        "s390x" => "s390x-linux-gnu",
+        "riscv64" => "riscv64-linux-gnu",
+        other => other,
+    };
+    let has_libc = |d: &str| root.join(d).join("libc.so.6").exists();
+    let names: &[String] = &if has_libc(&format!("lib/{triple}"))
+        || has_libc(&format!("usr/lib/{triple}"))
+    {
+        vec![format!("lib/{triple}"), format!("usr/lib/{triple}"), "lib".into(), "usr/lib".into()]
+    } else if has_libc("lib64") || has_libc("usr/lib64") {
+        vec!["lib64".into(), "usr/lib64".into()]
+    } else {
+        vec!["lib".into(), "usr/lib".into()]
+    };
+    names.iter().map(|n| root.join(n)).collect()
 }
 
 fn read_ld_so_conf(path: &Path, dirs: &mut Vec<PathBuf>, depth: usize) {

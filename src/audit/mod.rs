@@ -18,6 +18,7 @@ pub mod failure;
 pub mod finding;
 pub mod identity;
 pub mod linkage;
+pub mod links;
 pub mod policy;
 pub mod references;
 pub mod roots;
@@ -118,6 +119,11 @@ pub struct FileFacts {
     /// With `--dlopen-facts`: every dlopen target and its resolution.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dlopen: Option<dlopen::Loads>,
+    /// Device and inode when the file has other hard links: names of one
+    /// inode in one folder are one file to the loader, reported once
+    /// ([`links::fold`]).
+    #[serde(skip)]
+    pub inode: Option<(u64, u64)>,
 }
 
 /// Which code covers one requested capability.
@@ -290,6 +296,7 @@ pub fn audit_mapped(
         runtime: None,
         references: Vec::new(),
         dlopen: None,
+        inode: links::inode(local),
     };
     facts.damage.extend(dev.decode_errors.iter().cloned());
     let mut findings = Vec::new();

@@ -174,6 +174,7 @@ pub(super) fn conclude(walked: Vec<Walked>, policy: &Policy) -> Audit {
         }
     }
     checks::mixed_cudart(&cudart, &mut audit.findings);
+    super::links::fold(&audit.files, &mut audit.findings);
     audit.files.sort_by(|a, b| a.path.cmp(&b.path));
     audit.references.sort_by(|a, b| (&a.0, a.1.offset).cmp(&(&b.0, b.1.offset)));
     failure::sort(&mut audit.failures);

@@ -14,6 +14,7 @@
 //! most [`MAX_PROBLEMS`] and one [`Problem::More`] that counts the rest.
 //! Overlapping sections are read once ([`crate::elf::ranges`]).
 
+pub mod fold;
 pub mod note;
 pub mod resolve;
 pub mod strings;
@@ -82,7 +83,7 @@ pub enum Origin {
 
 impl Origin {
     /// As a message says it: `.rodata+0x1a2b`, `.note.dlopen at 0x3c0`,
-    /// `the dlopen facts table (SOURCE)`.
+    /// `the dlopen facts table`.
     pub fn describe(&self) -> String {
         match self {
             Origin::Section { section, offset } => format!("{section}+{offset:#x}"),
@@ -90,7 +91,9 @@ impl Origin {
                 format!(".note.dlopen at {offset:#x} (feature {f})")
             }
             Origin::Note { offset, feature: None } => format!(".note.dlopen at {offset:#x}"),
-            Origin::Table { source } => format!("the dlopen facts table ({source})"),
+            // The row's source is provenance: it stays in the table and the
+            // JSON facts, not in a finding's sentence.
+            Origin::Table { .. } => "the dlopen facts table".to_string(),
         }
     }
 }

@@ -138,6 +138,7 @@ fn entries(offset: u64, desc: &[u8], out: &mut Scan, seen: &mut HashSet<String>)
         seen.extend(names.iter().cloned());
         let need = match e.priority.as_deref() {
             Some("required") => Need::Needed,
+            Some("recommended") => Need::Recommended,
             _ => Need::Optional,
         };
         out.targets.push(Target {

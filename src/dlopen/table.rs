@@ -17,8 +17,13 @@ use super::{Origin, Scan, Target, MAX_TARGETS};
 pub enum Need {
     /// The library's main job fails without it (`dlopen-unresolved` is an error).
     Needed,
-    /// A feature, a plugin or a fallback (`dlopen-unresolved` is a warning).
-    /// Also the default for a name only a string shows.
+    /// A reviewed fact (a table row, a note's `recommended` priority) says
+    /// a feature a user expects fails without it, and a package provides
+    /// it (`dlopen-unresolved` is a warning).
+    Recommended,
+    /// A feature, a plugin or a fallback (`dlopen-unresolved` is an info).
+    /// Also the default for a name only a string shows: a bare string is
+    /// no reviewed fact, and most are fallbacks a maintainer cannot act on.
     Optional,
 }
 
@@ -85,8 +90,11 @@ fn parse_facts() -> Result<Vec<Fact>, String> {
             let c = r?;
             let need = match c[2] {
                 "needed" => Need::Needed,
+                "recommended" => Need::Recommended,
                 "optional" => Need::Optional,
-                other => return Err(format!("need '{other}' is neither needed nor optional")),
+                other => {
+                    return Err(format!("need '{other}' is not needed, recommended or optional"))
+                }
             };
             let ask = match c[3] {
                 "as-is" => Ask::AsIs,

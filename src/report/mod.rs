@@ -15,6 +15,7 @@ pub mod sarif;
 pub mod shown;
 pub mod summary;
 pub mod text;
+pub mod wrap;
 
 use std::io::{self, Write};
 

@@ -57,11 +57,13 @@ sets=(
   # NAME=VERSION: the version bookworm serves)
   "cudart12|nvidia-cuda-runtime-cu12==12.9.79|*/libcudart.so.12"
   "deb-ffmpeg|deb:amd64|libavutil57=7:5.1.9-0+deb12u1 libavcodec59=7:5.1.9-0+deb12u1"
+  "cudnn910|nvidia-cudnn-cu12==9.10.2.21|*/libcudnn_adv.so.9"
 )
 # sha256 of a wheel, by spec (and platform): a wheel that differs is refused.
 declare -A pinned=(
   ["nvidia-cuda-cupti-cu12==12.8.90"]=ea0cb07ebda26bb9b29ba82cda34849e73c166c18162d3913575b0c9db9a6182
   ["nvidia-cuda-runtime-cu12==12.9.79"]=25bba2dfb01d48a9b59ca474a1ac43c6ebf7011f1b0b8cc44f54eb6ac48a96c3
+  ["nvidia-cudnn-cu12==9.10.2.21"]=949452be657fa16687d0930933f032835951ef0892b37d2d53824d1a84dc97a8
 )
 
 # check_pin SPEC PLATFORM WHEEL: fails when SPEC has a pinned sha256 that WHEEL lacks.

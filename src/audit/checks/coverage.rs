@@ -125,19 +125,41 @@ fn forward_compat(
                     _ => c.target == cap,
                 }
         });
-        if !ok {
-            out.push(
-                Finding::new(
-                    CheckId::MissingForwardCompatPtx,
-                    path,
-                    format!(
-                        "forward compatibility needs PTX for capability {cap} or lower, to JIT on newer GPUs; the file has {}",
-                        have(CodeKind::Ptx)
-                    ),
-                )
-                .about(Subject::Capability(cap.to_string())),
-            );
+        if ok {
+            continue;
         }
+        let has_ptx =
+            codes.iter().any(|c| c.kind == CodeKind::Ptx && c.target.variant == Variant::Base);
+        let message = if has_ptx {
+            // Newer PTX JITs on every GPU from its own capability on: only
+            // the known capabilities between, without SASS, get nothing
+            // (cuDNN and NCCL carry SASS up to sm_120 and compute_120: none).
+            let jetson = req.capabilities.iter().any(|c| is_jetson(*c) == Some(true));
+            let stranded: Vec<String> = crate::cuda::capabilities::table()
+                .iter()
+                .filter(|i| i.capability.variant == Variant::Base && i.capability > cap.device())
+                .filter(|i| jetson || !i.jetson)
+                .filter(|i| coverage(codes, i.capability) == Runs::No)
+                .map(|i| i.capability.to_string())
+                .collect();
+            if stranded.is_empty() {
+                continue;
+            }
+            format!(
+                "forward compatibility needs PTX for capability {cap} or lower: the file has {} and {}, so capability {} gets nothing",
+                have(CodeKind::Sass),
+                have(CodeKind::Ptx),
+                stranded.join(", ")
+            )
+        } else {
+            format!(
+                "forward compatibility needs PTX for capability {cap} or lower; the file has no PTX, so a GPU newer than its SASS gets nothing"
+            )
+        };
+        out.push(
+            Finding::new(CheckId::MissingForwardCompatPtx, path, message)
+                .about(Subject::Capability(cap.to_string())),
+        );
     }
 }
 
@@ -151,9 +173,11 @@ fn unrequested(
 ) {
     // Family code (`sm_100f`) serves its base capability natively: asking
     // for 10.0 asks for it too (nvcc's `-arch=sm_100f` is how one builds
-    // once for 10.0 and 10.3).
+    // once for 10.0 and 10.3). Arch-specific code (`sm_90a`) runs on exactly
+    // its base capability: asking for 9.0 asks for the code a 9.0 GPU runs,
+    // and in cuDNN 9.10's libcudnn_adv sm_90a is the only such code.
     let asked = |list: &[Capability], cap: Capability| {
-        list.contains(&cap) || (cap.variant == Variant::Family && list.contains(&cap.device()))
+        list.contains(&cap) || (cap.variant != Variant::Base && list.contains(&cap.device()))
     };
     let (sass, ptx) = (dev.sass(), dev.ptx());
     for a in sass.iter().map(|a| (CodeKind::Sass, a)).chain(ptx.iter().map(|a| (CodeKind::Ptx, a)))

@@ -6,18 +6,22 @@
 //! already loads gets none either: no packaging changes where it comes
 //! from (whether the driver folder is on the RUNPATH is
 //! `missing-driver-runpath`'s concern); `dlopen-resolved` is for the
-//! targets found in a folder, which a CI diffs. A target the machine provides (the
-//! GPU driver's libraries, glibc's) or that the file's NEEDED closure
-//! already loads gets none either: no packaging changes where it comes
-//! from (whether the driver folder is on the RUNPATH is
-//! `missing-driver-runpath`'s concern); `dlopen-resolved` is for the
 //! targets found in a folder, which a CI diffs.
+//!
+//! The severity policy, in one sentence: a warning needs a reviewed fact or
+//! a loader-proven failure. An unresolved target is an error when the
+//! facts table (or a `.note.dlopen` priority `required`) says the
+//! library's main job needs it, a warning when a row or a note says
+//! `recommended`, and an info otherwise: a bare string in `.rodata` proves
+//! neither that the library is ever loaded nor that its absence matters
+//! (CUPTI's graphics interop, NVSHMEM's bootstraps, Android's
+//! `libneuralnetworks.so`).
 
 use std::path::Path;
 
 use crate::audit::dlopen::Loads;
 use crate::audit::finding::{CheckId, Finding, Severity, Subject};
-use crate::dlopen::{provider, Need, Resolved, Via};
+use crate::dlopen::{provider, Need, Origin, Resolved, Via};
 
 /// The findings of one file's dlopen targets.
 pub fn dlopen(path: &Path, loads: &Loads, out: &mut Vec<Finding>) {
@@ -50,22 +54,18 @@ pub fn dlopen(path: &Path, loads: &Loads, out: &mut Vec<Finding>) {
             }
             Resolved::Missing { .. } => {
                 let searched = searched(&loads.searched);
-                let fix = match provider(t.asked.first().unwrap_or(name)) {
-                    Some(p) => format!("; {name} is in {}: add its lib folder to this file's RUNPATH (auto-add-driver-runpath --dlopen-search DIR)", p.attribute),
-                    None => "; add the folder that holds it to this file's RUNPATH (auto-add-driver-runpath --dlopen-search DIR)".to_string(),
-                };
-                let need = match t.need {
-                    Need::Needed => "needed",
-                    Need::Optional => "optional",
+                let fix = fix(name, t, loads.caller.as_deref());
+                let (need, severity) = match t.need {
+                    Need::Needed => ("needed", Severity::Error),
+                    Need::Recommended => ("recommended", Severity::Warning),
+                    Need::Optional => ("optional", Severity::Info),
                 };
                 let mut f = Finding::new(
                     CheckId::DlopenUnresolved,
                     path,
                     format!("dlopens {name}{asked} ({need}, named at {place}), found nowhere (searched {searched}){fix}"),
                 );
-                if t.need == Need::Needed {
-                    f.severity = Severity::Error;
-                }
+                f.severity = severity;
                 f
             }
             Resolved::Unfetched { store_paths } => {
@@ -102,3 +102,26 @@ fn searched(folders: &[std::path::PathBuf]) -> String {
 
 /// A `dlopen-unresolved` message names at most this many folders.
 pub const SHOWN_FOLDERS: usize = 8;
+
+/// The fix clause of an unresolved target: a package only when the
+/// providers table names one for it and it is not the caller's own (a
+/// library missing from its own package is a packaging split to undo, not
+/// a dependency to add).
+fn fix(name: &str, t: &crate::dlopen::Target, caller: Option<&str>) -> String {
+    let own = caller.and_then(provider).map(|p| p.attribute);
+    let found = t.asked.iter().chain(std::iter::once(&t.soname)).find_map(|n| provider(n));
+    match found {
+        Some(p) if Some(p.attribute) == own => format!(
+            "; {name} belongs to {}, this file's own package: install it beside this file (or keep the output that holds it on this file's RUNPATH)",
+            p.attribute
+        ),
+        Some(p) => format!(
+            "; {name} is in {}: add its lib folder to this file's RUNPATH (auto-add-driver-runpath --dlopen-search DIR)",
+            p.attribute
+        ),
+        None if matches!(t.origin, Origin::Table { .. }) => {
+            "; no package provides it (a plugin a user installs): nothing to fix in this package".to_string()
+        }
+        None => "; no package is known to provide it: if one does, add its lib folder to this file's RUNPATH (auto-add-driver-runpath --dlopen-search DIR)".to_string(),
+    }
+}

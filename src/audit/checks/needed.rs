@@ -1,5 +1,6 @@
 //! NEEDED libraries as the loader resolves them: the rows
-//! `unresolved-needed` and `needed-not-fetched` of the checks table.
+//! `unresolved-needed`, `needed-not-fetched` and `needed-undecided` of the
+//! checks table.
 
 use std::path::{Path, PathBuf};
 
@@ -60,6 +61,22 @@ pub fn needed(path: &Path, d: &DynamicFacts, policy: &Policy, out: &mut Vec<Find
             continue;
         }
         if let Resolution::Missing(dirs) = resolution {
+            if foreign && policy.sysroot.is_none() && !in_store {
+                // That machine's default folders are not here: the library
+                // may well be there. Undecidable, not a failure.
+                out.push(
+                    Finding::new(
+                        CheckId::NeededUndecided,
+                        path,
+                        format!(
+                            "NEEDED {name} is not in the folders its RUNPATH/RPATH names; the file is for {}, whose default library folders are not on this machine: give them with --sysroot DIR to decide",
+                            target.describe()
+                        ),
+                    )
+                    .about(Subject::Library(name.clone())),
+                );
+                continue;
+            }
             let list: Vec<String> = dirs.iter().map(|p| p.display().to_string()).collect();
             let searched =
                 if list.is_empty() { "nothing to search".to_string() } else { list.join(":") };
