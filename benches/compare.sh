@@ -7,10 +7,12 @@
 #   benches/compare.sh --quick         small inputs, few rounds: CI's smoke test
 #   PREVIOUS=DIR benches/compare.sh    also the audit against an earlier build's binaries
 #   benches/compare.sh --only LIST     only these sections (comma-separated):
-#                                      symlinks, runpath, cross, listing, audit, reading, references, why, scaling, cache
+#                                      symlinks, runpath, cross, listing, audit, reading, references, why, scaling, cache, torch
 #   READING_DIRS="DIR..." benches/compare.sh --only reading
 #                                      the reading rows on these folders too (e.g. the NVIDIA
 #                                      wheels of CUDA 11.8-13 unpacked, docs/reading-survey.md)
+#   TORCH_TREE=DIR benches/compare.sh  also the PyTorch 2.11 + NVIDIA wheels tree (benches/survey.sh's
+#                                      torch-2.11 store path) against PREVIOUS, all threads and one
 #   BIN_DIR=DIR benches/compare.sh     these binaries (e.g. target/release) instead of
 #                                      `make static`'s (which builds first); the table says so
 #
@@ -26,12 +28,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 quick=false
-only=symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache
+only=symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache,torch
 while (($#)); do
   case $1 in
     --quick) quick=true ;;
     --only) only=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache,torch]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -469,6 +471,38 @@ if want reading && need_corpus; then
     read -r -a dirs <<<"$READING_DIRS"
     mapfile -t files < <(find -L "${dirs[@]}" -type f -name '*.so*' | sort)
     reading_rows "wheels: ${#files[@]} files, $(mb "${files[@]}")" 5 "${dirs[@]}"
+  fi
+fi
+
+# ---- torch ---------------------------------------------------------------------------
+# Issue 30's speed goal: the audit of the PyTorch 2.11 + NVIDIA wheels tree
+# (benches/survey.sh lays it out as a store path: 3.6 GB, 55 shared objects
+# with their executables) back to the time of the build before the dlopen
+# pass and the default reading of code outside the sections (e20bad5), as
+# measured on the GPU machine: --cuda-capabilities 9.0 --format json, on all
+# threads and on one. TORCH_TREE=DIR names the tree (too big to download
+# here); skipped without it and under --quick. Without PREVIOUS, the second
+# row still says what the two passes cost: ours against ours with both off
+# (--no-scan --no-dlopen, the previous build's work).
+if want torch; then
+  if $quick || [[ -z ${TORCH_TREE:-} ]]; then
+    note "torch rows skipped (--quick, or TORCH_TREE unset: the torch-2.11 store path benches/survey.sh makes)"
+  else
+    tsize="PyTorch 2.11 + NVIDIA wheels: $(find -L "$TORCH_TREE" -type f -name '*.so*' | wc -l) shared objects, $(mb "$TORCH_TREE")"
+    targs=(--cuda-capabilities 9.0 --format json "$TORCH_TREE")
+    r=5
+    if [[ -n ${PREVIOUS:-} ]]; then
+      prev="previous build $(cut -c1-7 "$PREVIOUS/REV" 2>/dev/null || echo "$PREVIOUS")"
+      compare "audit --cuda-capabilities 9.0 vs the previous build, warm" "$tsize" "$r" "$r" "$prev" \
+        -- "$bin/cuda-elf-inspect" "${targs[@]}" \
+        -- "$PREVIOUS/cuda-elf-inspect" "${targs[@]}"
+      compare "audit --cuda-capabilities 9.0 vs the previous build, warm, RAYON_NUM_THREADS=1" "$tsize" "$r" "$r" "$prev, 1 thread" \
+        -- env RAYON_NUM_THREADS=1 "$bin/cuda-elf-inspect" "${targs[@]}" \
+        -- env RAYON_NUM_THREADS=1 "$PREVIOUS/cuda-elf-inspect" "${targs[@]}"
+    fi
+    compare "audit --cuda-capabilities 9.0 vs --no-scan --no-dlopen, warm" "$tsize" "$r" "$r" "cuda-elf-inspect --no-scan --no-dlopen" \
+      -- "$bin/cuda-elf-inspect" "${targs[@]}" \
+      -- "$bin/cuda-elf-inspect" --no-scan --no-dlopen "${targs[@]}"
   fi
 fi
 

@@ -99,8 +99,11 @@ pub fn sections<'a>(elf: &Elf<'a>) -> Vec<StringSection<'a>> {
 
 /// Sections are searched in stretches of this many bytes, in parallel
 /// (cuBLASLt's `.rodata` is 57 MB, cuDNN's heuristic library's 48 MB: one
-/// thread each would be the audit's critical path).
-const STRETCH: usize = 4 << 20;
+/// thread each would be the audit's critical path). Each stretch is mapped
+/// whole while searched, so the peak resident set grows by a stretch per
+/// thread: at 4 MiB, 64 MB on a 16-thread machine (issue 30's PyTorch tree:
+/// 21 MB before the pass, 64 MB with it).
+const STRETCH: usize = 1 << 20;
 
 /// The bytes the static CUDA runtime passes to `dlopen` for the driver.
 /// Every occurrence holds `.so` 7 bytes in, so the `.so` search sees it.
