@@ -149,5 +149,12 @@ pub fn resolve(path: &Path, d: &DynamicFacts, scan: Scan, policy: &Policy) -> Op
         .map(|(target, resolved)| Load { target, resolved })
         .collect();
     let caller = d.soname.clone();
-    Some(Loads { imports, targets, searched, patterns: scan.patterns, problems: scan.problems, caller })
+    Some(Loads {
+        imports,
+        targets,
+        searched,
+        patterns: scan.patterns,
+        problems: scan.problems,
+        caller,
+    })
 }
