@@ -170,9 +170,14 @@ fn isa_needs(isa: &str) -> Option<(u32, u32)> {
 /// not "runs"), and PTX of an ISA the driver JIT-compiles.
 fn driver_runs(file: &Value, ptx: Option<&str>, driver: (u32, u32)) -> bool {
     if let Some(rt) = file.get("runtime") {
+        // docs/cuda-elf-inspect.md: "runs" only where the major is proven
+        // (a shared runtime, a static one that names its version, a known
+        // library release); an unknown runtime is no "runs" (a D cell).
         let major = match rt["linkage"].as_str().unwrap() {
             "shared" => rt["major"].as_u64().map(|m| m as u32),
-            _ => rt["version"].as_str().map(|v| cap(v).0),
+            "library-release" => rt["cuda_major"].as_u64().map(|m| m as u32),
+            "static" => rt["version"].as_str().map(|v| cap(v).0),
+            _ => None,
         };
         match major {
             Some(m) if m <= driver.0 => {}

@@ -235,5 +235,9 @@ fn a_foreign_file_without_sysroot_is_undecided_not_failing() {
         assert_eq!(f["severity"], "info");
         assert!(f["message"].as_str().unwrap().contains("--sysroot"), "{f}");
     }
-    assert_eq!(out.status.code(), Some(0), "{}", common::text(&out));
+    // The one error left is a true one: CUPTI dlopens driver libraries and
+    // has no driver RUNPATH (issue 30 item 1); none is about NEEDED.
+    for f in all.iter().filter(|f| f["severity"] == "error") {
+        assert_eq!(f["check"], "missing-driver-runpath", "{f}");
+    }
 }
