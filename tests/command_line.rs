@@ -252,11 +252,7 @@ fn the_demo_shows_the_whole_suite() {
     // said "else newer GPUs get nothing" of such files).
     assert!(steps[1].contains("1 file: 1 error, 0 warnings, 3 infos"), "{}", steps[1]);
     assert!(!steps[1].contains("[missing-forward-compat-ptx]"), "{}", steps[1]);
-    assert!(
-        steps[1].contains("auto-add-driver-runpath FILE"),
-        "{}",
-        steps[1]
-    );
+    assert!(steps[1].contains("auto-add-driver-runpath FILE"), "{}", steps[1]);
     assert!(steps[2].contains("Library runpath: [/run/opengl-driver/lib:$ORIGIN]"), "{}", steps[2]);
     assert!(!steps[3].contains("[missing-driver-runpath]"), "{}", steps[3]);
     assert!(steps[3].contains("(exit status 0)"), "{}", steps[3]);

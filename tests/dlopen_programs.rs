@@ -542,7 +542,8 @@ fn debian_procps_loads_libnuma_from_the_folder_the_fix_adds() {
             // `libnuma.so` and `libnuma.so.1` are one target, named by its
             // soname (issue 30's folding, docs/dlopen.md).
             flagged.iter().any(|(_, c, l)| c == caller
-                && (l == name || l.strip_prefix(name.as_str()).is_some_and(|v| v.starts_with('.')))),
+                && (l == name
+                    || l.strip_prefix(name.as_str()).is_some_and(|v| v.starts_with('.')))),
             "{name} not predicted: {flagged:?}"
         );
     }
