@@ -194,28 +194,112 @@ fn a_container_anywhere_in_a_small_rodata_is_read_by_default() {
     assert_eq!(audit["files"][0]["device"]["scanned_containers"], 1, "{audit}");
 }
 
-/// The search goes 4 MiB at a time and gives each stretch's pages back:
-/// a container whose magic sits at a stretch's end, or whose bytes run
-/// across it, is found once, as a search of the whole buffer finds it, and
-/// the released prefixes cover the buffer in order.
+/// The search goes 4 MiB at a time, 8 MiB a task, and gives each stretch's
+/// pages back once: a container whose magic sits at a stretch's or a task's
+/// end, or whose bytes run across it, is found once, as a search of the
+/// whole buffer finds it, and the stretches given back cover the buffer,
+/// none twice.
 #[test]
 fn the_stepwise_search_finds_containers_across_its_steps() {
     let lib = corpus_file("cupti12", "libcupti.so.12");
     let bytes = std::fs::read(&lib).unwrap();
     let (_, container) = containers(&bytes)[0];
     const STEP: usize = 4 << 20;
-    for at in [STEP - 8, STEP, 2 * STEP - 4096, 3 * STEP + 8] {
+    const TASK: usize = nix_cuda_hooks::fatbin::container::CHUNK as usize;
+    for at in [STEP - 8, STEP, 2 * STEP - 4096, 3 * STEP + 8, TASK - 8, TASK - 16, TASK + 8] {
         let mut data = vec![0u8; 3 * STEP + 2 * container.len() + 64];
         data[at..at + container.len()].copy_from_slice(container);
         assert_eq!(containers(&data).len(), 1);
-        let mut released = Vec::new();
-        let found = nix_cuda_hooks::fatbin::container::scan_with(&data, 0, &[], &mut |p| {
-            released.push(p.len())
+        let released = std::sync::Mutex::new(Vec::new());
+        let base = data.as_ptr() as usize;
+        let found = nix_cuda_hooks::fatbin::container::scan_with(&data, 0, &[], &|p| {
+            released.lock().unwrap().push((p.as_ptr() as usize - base, p.len()))
         });
         assert_eq!(found.len(), 1, "container at {at:#x}");
+        assert_eq!(found[0].offset, at as u64, "container at {at:#x}");
         assert_eq!(found[0].entries.len(), 14, "container at {at:#x}");
-        assert!(released.windows(2).all(|w| w[0] <= w[1]), "{released:?}");
-        assert_eq!(released.last(), Some(&data.len()));
+        let mut released = released.into_inner().unwrap();
+        released.retain(|&(_, len)| len > 0);
+        released.sort_unstable();
+        let mut end = 0;
+        for &(start, len) in &released {
+            assert_eq!(start, end, "gap or overlap in what was given back: {released:?}");
+            end = start + len;
+        }
+        assert_eq!(end, data.len(), "{released:?}");
         assert!(released.len() >= 3, "pages given back only at the end: {released:?}");
     }
+}
+
+/// A well-formed container of one 16-byte sm_90 ELF entry (96 bytes), small
+/// enough to hide inside another container's payload.
+fn tiny_container() -> Vec<u8> {
+    let mut entry = Vec::new();
+    entry.extend(2u16.to_le_bytes()); // kind: ELF
+    entry.extend(0x0101u16.to_le_bytes());
+    entry.extend(64u32.to_le_bytes()); // header size
+    entry.extend(16u64.to_le_bytes()); // payload size
+    entry.extend([0u8; 8]); // compressed size, options
+    entry.extend(8u16.to_le_bytes()); // minor
+    entry.extend(1u16.to_le_bytes()); // major
+    entry.extend(90u32.to_le_bytes()); // sm
+    entry.extend([0u8; 8]); // identifier offset, length
+    entry.extend(0x11u64.to_le_bytes()); // flags: 64-bit, Linux
+    entry.resize(64, 0);
+    entry.extend([0xab; 16]);
+    let mut c = Vec::new();
+    c.extend(MAGIC);
+    c.extend(1u16.to_le_bytes());
+    c.extend(16u16.to_le_bytes());
+    c.extend((entry.len() as u64).to_le_bytes());
+    c.extend(entry);
+    c
+}
+
+/// A container that runs over the start of the next 8 MiB task: that task
+/// began its search inside the container (as if no container were there)
+/// and found one in its bytes; the joined walk keeps what the sequential
+/// walk finds, the container itself and the one after its end, and not the
+/// one hidden inside it.
+#[test]
+fn parallel_tasks_join_into_the_sequential_walk() {
+    let lib = corpus_file("cupti12", "libcupti.so.12");
+    let bytes = std::fs::read(&lib).unwrap();
+    let all = containers(&bytes);
+    let (_, big) = all.iter().max_by_key(|(_, c)| c.len()).copied().unwrap();
+    let small = &tiny_container()[..];
+    const TASK: usize = nix_cuda_hooks::fatbin::container::CHUNK as usize;
+    let mut data = vec![0u8; 2 * TASK + big.len()];
+    // The big container starts 8 bytes before the second task; a copy of
+    // the small one sits inside one of its payloads, 8-aligned, past that
+    // start (the big one's entry headers stay intact: it still parses).
+    let at = TASK - 8;
+    data[at..at + big.len()].copy_from_slice(big);
+    let region = nix_cuda_hooks::fatbin::parse_region(big, 0);
+    let entries = &region.containers[0].entries;
+    let payload = entries
+        .iter()
+        .filter_map(|e| match e.payload {
+            nix_cuda_hooks::fatbin::Payload::Stored(bytes) => Some(bytes),
+            _ => None,
+        })
+        .max_by_key(|p| p.len())
+        .unwrap();
+    let inside = payload.as_ptr() as usize - big.as_ptr() as usize;
+    assert!(payload.len() > small.len() + 16, "{} / {}", payload.len(), small.len());
+    let hidden = (at + inside + 15) / 8 * 8;
+    data[hidden..hidden + small.len()].copy_from_slice(small);
+    let reparsed = nix_cuda_hooks::fatbin::parse_region(&data[at..at + big.len()], 0);
+    assert!(reparsed.errors.is_empty(), "{:?}", reparsed.errors);
+    assert_eq!(reparsed.containers[0].entries.len(), entries.len());
+    let after = (at + big.len() + 7) / 8 * 8 + 64;
+    data[after..after + small.len()].copy_from_slice(small);
+    // What the sequential walk finds, by the layout: the big container,
+    // then the search resumes at its end and finds the copy after it.
+    let found = nix_cuda_hooks::fatbin::container::scan(&data, 0, &[]);
+    let offsets: Vec<u64> = found.iter().map(|c| c.offset).collect();
+    assert_eq!(offsets, [at as u64, after as u64], "hidden copy at {hidden:#x}");
+    // The hidden copy is there to be found by a task that starts inside.
+    let from_inside = nix_cuda_hooks::fatbin::container::scan(&data, 0, &[(0, TASK as u64)]);
+    assert_eq!(from_inside.first().map(|c| c.offset), Some(hidden as u64));
 }

@@ -114,8 +114,41 @@ pub struct ElfObject<'a> {
     /// skips them.
     pub no_fatbin: Vec<(u64, u64)>,
     /// File ranges of the other sections with bytes (loaded data: `.data`,
-    /// `.rodata`, cuFFT's `.ldata`), fatbin sections included.
+    /// `.rodata`, cuFFT's `.ldata`), fatbin sections included, except those
+    /// whose bytes are in a format the toolchain defines ([`toolchain_format`]).
     pub data: Vec<(u64, u64)>,
+}
+
+/// Whether a loaded section's bytes are in a format the compiler, linker
+/// or loader define, which leaves no room for a fatbin container: symbol,
+/// string, hash and version tables, relocations, the dynamic table,
+/// pointer arrays, unwind and exception tables, the interpreter's name.
+/// The default reading does not search them (on issue 30's PyTorch tree,
+/// 160 MB of the 1,082 MB of loaded data: `.rela.dyn` 44 MB, `.eh_frame`
+/// 75 MB, `.dynstr` 12 MB, ...); `--scan` still does (docs/cuda-elf-inspect.md,
+/// "What the default reading leaves out").
+pub fn toolchain_format(sh_type: u32, name: Option<&[u8]>) -> bool {
+    const TYPES: &[u32] = &[
+        2,           // SHT_SYMTAB
+        3,           // SHT_STRTAB (.dynstr)
+        4,           // SHT_RELA
+        5,           // SHT_HASH
+        6,           // SHT_DYNAMIC
+        9,           // SHT_REL
+        11,          // SHT_DYNSYM
+        14,          // SHT_INIT_ARRAY
+        15,          // SHT_FINI_ARRAY
+        16,          // SHT_PREINIT_ARRAY
+        17,          // SHT_GROUP
+        18,          // SHT_SYMTAB_SHNDX
+        19,          // SHT_RELR
+        0x6fff_fff6, // SHT_GNU_HASH
+        0x6fff_fffd, // SHT_GNU_verdef
+        0x6fff_fffe, // SHT_GNU_verneed
+        0x6fff_ffff, // SHT_GNU_versym
+    ];
+    const NAMES: &[&[u8]] = &[b".eh_frame", b".eh_frame_hdr", b".gcc_except_table", b".interp"];
+    TYPES.contains(&sh_type) || name.is_some_and(|n| NAMES.contains(&n))
 }
 
 /// One fatbin section of a host ELF file.
@@ -335,7 +368,9 @@ fn locate<'a>(elf: &Elf<'a>, base: u64) -> Located<'a> {
             let start = base.saturating_add(section.offset);
             let range = (start, start.saturating_add(section.size));
             if loaded_data {
-                object.data.push(range);
+                if !toolchain_format(section.sh_type, elf.section_name(section)) {
+                    object.data.push(range);
+                }
             } else {
                 object.no_fatbin.push(range);
             }

@@ -61,7 +61,7 @@ pub fn read<'a>(
     path: Option<&Path>,
     depth: Depth,
     scan: Scan,
-    release: &dyn Fn(&[u8]),
+    release: &(dyn Fn(&[u8]) + Sync),
 ) -> Read {
     let budget = codec::Budget::per_file();
     let mut out = Read::default();
@@ -103,15 +103,15 @@ pub fn outside<'a>(
     data: &'a [u8],
     object: &Object<'_>,
     scan: Scan,
-    release: &dyn Fn(&[u8]),
+    release: &(dyn Fn(&[u8]) + Sync),
 ) -> Outside<'a> {
     match scan {
         Scan::None => Outside::NotLooked,
         Scan::Probe => Outside::Unread(traverse::probe(data, object)),
         Scan::Found => {
             let sections = traverse::data_sections(object);
-            Outside::Read(traverse::scan_sections(data, &sections, &mut |p| release(p)))
+            Outside::Read(traverse::scan_sections(data, &sections, release))
         }
-        Scan::Full => Outside::Read(traverse::scan(data, object, &mut |p| release(p))),
+        Scan::Full => Outside::Read(traverse::scan(data, object, release)),
     }
 }

@@ -166,7 +166,7 @@ pub fn scan_skip(object: &Object<'_>) -> Vec<(u64, u64)> {
 pub fn scan<'a>(
     data: &'a [u8],
     object: &Object<'_>,
-    walked: &mut dyn FnMut(&'a [u8]),
+    walked: &(dyn Fn(&[u8]) + Sync),
 ) -> Vec<Container<'a>> {
     crate::fatbin::container::scan_with(data, 0, &scan_skip(object), walked)
 }
@@ -224,7 +224,7 @@ fn probe_window((start, end): (u64, u64)) -> (u64, u64) {
 pub fn scan_sections<'a>(
     data: &'a [u8],
     sections: &[(u64, u64)],
-    walked: &mut dyn FnMut(&'a [u8]),
+    walked: &(dyn Fn(&[u8]) + Sync),
 ) -> Vec<Container<'a>> {
     let mut sorted = sections.to_vec();
     sorted.sort_unstable();

@@ -534,51 +534,131 @@ pub fn probe(data: &[u8], windows: &[(u64, u64)]) -> Option<u64> {
 /// header is well formed and its first entry parses, so random bytes that
 /// happen to hold the magic are not reported.
 pub fn scan<'a>(data: &'a [u8], base: u64, skip: &[(u64, u64)]) -> Vec<Container<'a>> {
-    scan_with(data, base, skip, &mut |_| {})
+    scan_with(data, base, skip, &|_| {})
 }
 
-/// [`scan`], calling `walked` with the prefixes of `data` it is done
-/// searching, every few MiB of search (as [`parse_region_with`] does). The
-/// search goes [`RELEASE_STEP`] at a time, so a large section that holds no
-/// container is given back as it is passed (the default reading searches
-/// every data section whole: cuBLASLt's 43 MB `.rodata`, cuFFT's 200 MB
-/// `.data`) instead of staying mapped until the end.
+/// [`scan`], telling `walked` which stretches of `data` it is done
+/// searching, every few MiB of search (as [`parse_region_with`] does), so a
+/// large section that holds no container is given back as it is passed (the
+/// default reading searches every data section whole: cuBLASLt's 43 MB
+/// `.rodata`, cuFFT's 200 MB `.data`) instead of staying mapped until the
+/// end. Each stretch is told once; entries may still borrow from it.
+///
+/// Stretches longer than [`CHUNK`] are searched in parallel, a chunk a
+/// task (cuFFT 11.4's 278 MB `.ldata` was the longest pole of a whole
+/// tree's audit on 16 threads), and the result is the one the sequential
+/// walk gives: see [`join_chunks`].
 pub fn scan_with<'a>(
     data: &'a [u8],
     base: u64,
     skip: &[(u64, u64)],
-    walked: &mut dyn FnMut(&'a [u8]),
+    walked: &(dyn Fn(&[u8]) + Sync),
 ) -> Vec<Container<'a>> {
+    use rayon::prelude::*;
     let mut found = Vec::new();
-    let mut released = 0u64;
     for (start, end) in gaps(u(data.len()), base, skip) {
-        let mut off = start;
-        while off < end {
-            if off.saturating_sub(released) >= RELEASE_STEP {
-                released = off;
-                walked(slice(data, 0, released).unwrap_or_default());
+        let bounds = chunk_bounds(start, end);
+        let walks: Vec<Vec<Found<'a>>> =
+            bounds.par_iter().map(|&(from, to)| walk(data, base, from, to, end, walked)).collect();
+        found.extend(join_chunks(data, base, start, end, &bounds, walks, walked));
+    }
+    found
+}
+
+/// How much of a stretch one task of [`scan_with`] searches.
+pub const CHUNK: u64 = 8 << 20;
+
+/// A container the walk accepted and where the walk goes on after it.
+type Found<'a> = (Container<'a>, u64);
+
+/// `[start, end)` cut at the multiples of [`CHUNK`] (file offsets are
+/// 8-aligned there, as container magics are).
+fn chunk_bounds(start: u64, end: u64) -> Vec<(u64, u64)> {
+    let mut bounds = Vec::new();
+    let mut from = start;
+    while from < end {
+        let to = end.min((from / CHUNK + 1).saturating_mul(CHUNK));
+        bounds.push((from, to));
+        from = to;
+    }
+    bounds
+}
+
+/// The sequential walk of `[from, to)`: every well-formed container whose
+/// magic starts there, each followed by the search resuming at its end.
+/// `limit` is the end of the whole stretch (a magic may run past `to`).
+fn walk<'a>(
+    data: &'a [u8],
+    base: u64,
+    from: u64,
+    to: u64,
+    limit: u64,
+    walked: &(dyn Fn(&[u8]) + Sync),
+) -> Vec<Found<'a>> {
+    let mut found = Vec::new();
+    let (mut off, mut released) = (from, from);
+    while off < to {
+        if off.saturating_sub(released) >= RELEASE_STEP {
+            walked(slice(data, released, off).unwrap_or_default());
+            released = off;
+        }
+        // A magic that starts before `step` lies wholly inside `window`.
+        let step = to.min(off.saturating_add(RELEASE_STEP));
+        let window = slice(data, 0, limit.min(step.saturating_add(3))).unwrap_or_default();
+        let Some(at) = next_magic(window, off).filter(|&at| at < step) else {
+            off = step;
+            continue;
+        };
+        match parse_container(data, base, at) {
+            Ok((c, next, errors))
+                if errors.is_empty()
+                    && !c.entries.is_empty()
+                    && read_at::<ContainerHeader>(data, at)
+                        .is_some_and(|h| h.header_size.get(object::LittleEndian) == 16) =>
+            {
+                off = next.max(at + 8);
+                found.push((c, off));
             }
-            // A magic that starts before `step` lies wholly inside `window`.
-            let step = end.min(off.saturating_add(RELEASE_STEP));
-            let window = slice(data, 0, end.min(step.saturating_add(3))).unwrap_or_default();
-            let Some(at) = next_magic(window, off) else {
-                off = step;
-                continue;
-            };
-            match parse_container(data, base, at) {
-                Ok((c, next, errors))
-                    if errors.is_empty()
-                        && !c.entries.is_empty()
-                        && read_at::<ContainerHeader>(data, at)
-                            .is_some_and(|h| h.header_size.get(object::LittleEndian) == 16) =>
-                {
-                    found.push(c);
-                    off = next.max(at + 8);
-                }
-                _ => off = at + 8,
-            }
+            _ => off = at + 8,
         }
     }
-    walked(data);
+    walked(slice(data, released, to.max(released)).unwrap_or_default());
     found
+}
+
+/// Joins the chunks' walks into the sequential walk of `[start, end)`.
+/// Each chunk was walked as if the search were at its start; the
+/// sequential walk is, unless a container of an earlier chunk runs into it
+/// and the search resumes at that container's end, `cursor`. Then the
+/// chunk's containers that start before `cursor` are dropped, and the rest
+/// kept as they are, unless one of the dropped ones ends past `cursor`
+/// (the chunk's walk was inside a container there, the sequential one was
+/// not): that chunk is walked again from `cursor`. Magics that do not
+/// parse only move the search 8 bytes on, so both walks meet every 8-aligned
+/// offset past `cursor` in the same state.
+fn join_chunks<'a>(
+    data: &'a [u8],
+    base: u64,
+    start: u64,
+    end: u64,
+    bounds: &[(u64, u64)],
+    walks: Vec<Vec<Found<'a>>>,
+    walked: &(dyn Fn(&[u8]) + Sync),
+) -> Vec<Container<'a>> {
+    let mut out = Vec::new();
+    let mut cursor = start;
+    for (&(from, to), mut chunk) in bounds.iter().zip(walks) {
+        if cursor > from {
+            let offset = |c: &Container<'_>| c.offset - base;
+            if chunk.iter().any(|(c, next)| offset(c) < cursor && *next > cursor) {
+                chunk = walk(data, base, cursor.min(to), to, end, walked);
+            }
+            chunk.retain(|(c, _)| offset(c) >= cursor);
+        }
+        for (c, next) in chunk {
+            cursor = next;
+            out.push(c);
+        }
+    }
+    out
 }

@@ -296,7 +296,7 @@ pub fn inspect_bytes_with(
 /// the fatbin sections, read by the audit's rule for `ctx.options.scan`.
 fn outside_sections(data: &[u8], object: &Object<'_>, ctx: &Ctx<'_>, report: &mut FileReport) {
     let release = ctx.release;
-    match crate::devicecode::outside(data, object, ctx.options.scan, &|p| release(p)) {
+    match crate::devicecode::outside(data, object, ctx.options.scan, release) {
         Outside::NotLooked => {}
         Outside::Unread(offset) => report.unscanned_container = offset,
         // The default reading lists nothing where it found nothing.
