@@ -241,6 +241,42 @@ fn no_line_people_read_is_longer_than_the_wrap_width() {
     }
 }
 
+/// `--format github` shows 10 annotations per level: on CUPTI 12.8.90 and
+/// NCCL 2.28.9 the warning slots were filled by bare-string dlopen targets
+/// (CUPTI alone had 55 warnings). Every warning shown now rests on a
+/// reviewed fact (NCCL's `recommended` InfiniBand library) or is no dlopen
+/// finding at all, and every warning fits in the slots.
+#[test]
+fn github_warning_slots_hold_no_bare_string_noise() {
+    let cupti = corpus("cupti12", "libcupti.so.12");
+    let nccl = corpus("nccl", "libnccl.so.2");
+    let out = Command::new(OURS)
+        .args(["--format", "github", "--cuda-capabilities", "9.0"])
+        .arg(&cupti)
+        .arg(&nccl)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", common::text(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let warnings: Vec<&str> = text.lines().filter(|l| l.starts_with("::warning ")).collect();
+    assert!(!warnings.is_empty() && warnings.len() < 10, "{text}");
+    for w in &warnings {
+        if w.contains("title=dlopen-") {
+            assert!(w.contains("(recommended, named at"), "a warning without a reviewed fact: {w}");
+        }
+    }
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("libnccl.so.2,title=dlopen-unresolved::dlopens libibverbs.so.1")),
+        "{text}"
+    );
+    // Every warning of the report is annotated: none was left out.
+    let all = findings(&["--cuda-capabilities", "9.0"], &[&cupti, &nccl]);
+    let json_warnings = all.iter().filter(|f| f["severity"] == "warning").count();
+    assert_eq!(warnings.len(), json_warnings, "{text}");
+}
+
 /// cuDNN 9.10's libcudnn_adv.so.9 audited for 9.0: its only code for a 9.0
 /// GPU is SASS sm_90a (the coverage line says so), which today is called
 /// "not requested".
