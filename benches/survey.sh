@@ -17,6 +17,9 @@
 #   SURVEY_DOC=FILE                    where the report goes (docs/survey.md)
 #   SURVEY_REFRESH_DEBS=1              ask apt again for the Debian packages
 #                                      (they drift: see below)
+#   SURVEY_FETCH_ONLY=1                download and check the packages, then
+#                                      stop (no binaries needed: start the
+#                                      long downloads while cargo builds)
 #
 # Steps (each package alone, as its own Nix store path):
 #   1. download, pinned: PyPI wheels by version and sha256 (pip checks the hash
@@ -42,12 +45,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-bin=$(cd "${1:-target/release}" && pwd)
+bin=$(cd "${1:-target/release}" 2>/dev/null && pwd || echo "${1:-target/release}")
 cache=$(mkdir -p "${SURVEY_CACHE:-.cache/survey}" && cd "${SURVEY_CACHE:-.cache/survey}" && pwd)
 pip=${PIP:-$root/.tools/venv/bin/pip}
-for tool in cuda-elf-inspect auto-add-driver-runpath; do
-  [[ -x $bin/$tool ]] || { echo "survey.sh: no $bin/$tool (cargo build --release --locked)" >&2; exit 2; }
-done
+if [[ -z ${SURVEY_FETCH_ONLY:-} ]]; then
+  for tool in cuda-elf-inspect auto-add-driver-runpath; do
+    [[ -x $bin/$tool ]] || { echo "survey.sh: no $bin/$tool (cargo build --release --locked)" >&2; exit 2; }
+  done
+fi
 for tool in cc dpkg-deb apt-get python3; do
   command -v "$tool" >/dev/null || { echo "survey.sh: $tool is missing" >&2; exit 2; }
 done
@@ -229,6 +234,10 @@ for p in "${packages[@]}"; do
   fi
 done
 mv "$manifest.new" "$manifest"
+if [[ -n ${SURVEY_FETCH_ONLY:-} ]]; then
+  echo "survey.sh: $(wc -l <"$manifest") packages downloaded and checked in $cache (SURVEY_FETCH_ONLY)" >&2
+  exit 0
+fi
 
 mkdir -p "$cache/run"
 cc -O1 -Wall -o "$cache/run/survey-oracle" benches/survey-oracle.c -ldl

@@ -150,6 +150,12 @@ impl Logger {
         matches!(*self.sink.lock().unwrap_or_else(|e| e.into_inner()), Sink::Fd(_))
     }
 
+    /// The characters [`Logger::log`] writes before a message at `level`
+    /// (`WARN: caller: `): a wrapped message leaves room for them.
+    pub fn prefix_width(&self, level: Level) -> usize {
+        level.name().chars().count() + self.caller.chars().count() + 4
+    }
+
     /// Writes `LEVEL: caller: message` if the level is enabled.
     pub fn log(&self, level: Level, message: &Msg) {
         if (level as u8) > self.verbosity {

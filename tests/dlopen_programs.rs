@@ -492,6 +492,75 @@ fn nvrtc_split_from_its_builtins_fails_then_compiles_after_the_fix() {
     assert!(!flagged.iter().any(|(c, _, _)| c == "dlopen-unresolved"), "{flagged:?}");
 }
 
+/// The same NVRTC as its wheel installs it, its builtins beside it in one
+/// folder: the wheel's libnvrtc.so.13 has no RUNPATH, and glibc's dlopen
+/// does not search the caller's own folder, so the compile fails all the
+/// same. The finding's fix used to say "install it beside this file",
+/// which it is: it now names `$ORIGIN`, and with `$ORIGIN` on the RUNPATH
+/// (patchelf) the compile works and the audit says resolved.
+#[test]
+fn nvrtc_beside_its_builtins_without_origin_fails_and_the_fix_says_origin() {
+    let nvrtc = corpus_file("nvrtc13", "libnvrtc.so.13");
+    let builtins = corpus_file("nvrtc13", "libnvrtc-builtins.so.13.0");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p lib bin
+             cp {} {} lib/
+             gcc -o bin/compile {} lib/libnvrtc.so.13 -Wl,-rpath,{dir}/lib",
+            nvrtc.display(),
+            builtins.display(),
+            root().join("fixtures/dlopen/nvrtc.c").display(),
+            dir = dir.display()
+        ),
+    );
+    assert_eq!(search_path(&dir.join("lib/libnvrtc.so.13")), None);
+    let before = NATIVE.run(dir, "bin/compile", &[]);
+    assert_eq!(before.status.code(), Some(3), "{}", text(&before));
+    assert_eq!(
+        String::from_utf8_lossy(&before.stdout),
+        "compile: NVRTC_ERROR_BUILTIN_OPERATION_FAILURE\n"
+    );
+    let out = outside_build(
+        Command::new(env!("CARGO_BIN_EXE_cuda-elf-inspect")).args(["--format", "json", "lib"]),
+    )
+    .current_dir(dir)
+    .output()
+    .unwrap();
+    let v: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    let unresolved: Vec<&Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["check"] == "dlopen-unresolved"
+                && f["details"]["library"] == "libnvrtc-builtins.so.13.0"
+        })
+        .collect();
+    assert_eq!(unresolved.len(), 1, "{v:#}");
+    assert_eq!(unresolved[0]["severity"], "error", "{v:#}");
+    let message = unresolved[0]["message"].as_str().unwrap();
+    assert!(!message.contains("install it beside"), "{message}");
+    assert!(message.contains("$ORIGIN"), "{message}");
+
+    sh(dir, &format!("{} --set-rpath '$ORIGIN' lib/libnvrtc.so.13", tool("patchelf").display()));
+    let after = NATIVE.run(dir, "bin/compile", &[]);
+    assert!(after.status.success(), "{}", text(&after));
+    assert_eq!(String::from_utf8_lossy(&after.stdout), "compile: NVRTC_SUCCESS\n");
+    let flagged = audit_dlopen(dir, "lib");
+    assert!(
+        flagged.contains(&(
+            "dlopen-resolved".into(),
+            "libnvrtc.so.13".into(),
+            "libnvrtc-builtins.so.13.0".into()
+        )),
+        "{flagged:?}"
+    );
+}
+
 /// Debian's procps (nobody here wrote it): `libproc2.so.0` dlopens
 /// `libnuma.so`, then `libnuma.so.1`, for `ps -o numa`. `ps` (this
 /// machine's, given our copy of libproc2 through LD_LIBRARY_PATH) asks for

@@ -170,6 +170,113 @@ fn text_prints_each_search_list_once_and_no_long_lines() {
     }
 }
 
+/// The lines of `text` longer than `report::wrap::WIDTH` characters.
+fn long_lines(text: &str) -> Vec<(usize, &str)> {
+    let width = nix_cuda_hooks::report::wrap::WIDTH;
+    text.lines().map(|l| (l.chars().count(), l)).filter(|(n, _)| *n > width).collect()
+}
+
+/// Every line a text format prints for people, on real files, is at most
+/// `report::wrap::WIDTH` (200) characters (issue 30: at most 300): the
+/// audit's text with and without a driver (its device-code section, not
+/// only its findings), the same report as build-log lines inside a build,
+/// and `--summary`. cuFFT 11.4.1.4 is laid out as Nixpkgs lays out its
+/// `-lib` output, under a store-like name: there its device-code line (19
+/// SASS architectures, 6 PTX, link stubs, LTO-IR) was 330 characters (the
+/// survey's longest line, 348, was cuSPARSE 12.5's such line), and NCCL's
+/// one warning was a build-log line of 529.
+#[test]
+fn no_line_people_read_is_longer_than_the_wrap_width() {
+    let dir = scratch();
+    let out = dir.path().join("0c7xgv7n2pn1ljvm3xrjjk2x2bbvyq1f-libcufft-11.4.1.4-lib/lib");
+    std::fs::create_dir_all(&out).unwrap();
+    let cufft = out.join("libcufft.so.11");
+    std::fs::hard_link(corpus("cufft", "libcufft.so.11"), &cufft).unwrap();
+    let files = [
+        cufft,
+        corpus("cupti12", "libcupti.so.12"),
+        corpus("nccl", "libnccl.so.2"),
+        corpus("cudnn910", "libcudnn_adv.so.9"),
+        corpus("cudart12", "libcudart.so.12"),
+        corpus("deb-ffmpeg", "libavcodec.so.59.37.100"),
+    ];
+    let caps = ["--cuda-capabilities", "8.0;9.0"];
+    let driver = ["--cuda-capabilities", "8.0;9.0", "--driver-version", "470.256.02"];
+    for args in [&caps[..], &driver[..], &["--summary"][..]] {
+        let out = Command::new(OURS).args(args).args(&files).output().unwrap();
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{args:?}: {}", common::text(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.lines().count() > 20, "{args:?}: {text}");
+        assert_eq!(long_lines(&text), [], "{args:?}:\n{text}");
+    }
+    // The device-code section was wrapped, not cut: cuFFT's SASS all there.
+    let out = Command::new(OURS).args(caps).arg(&files[0]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let device = text.split("\n\n").next().unwrap().replace("\n      ", " ");
+    assert!(
+        device.contains("sm_50 sm_53 sm_60") && device.contains("sm_101 sm_120; PTX"),
+        "{text}"
+    );
+    // Inside a build the log lines are the text report: every level
+    // logged, each line still `LEVEL: cudaElfInspect: ...`.
+    for args in [&caps[..], &driver[..]] {
+        let out = Command::new(OURS)
+            .env("NIX_LOG_FD", "2")
+            .env("NIX_DEBUG", "7")
+            .args(args)
+            .args(&files)
+            .output()
+            .unwrap();
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{args:?}: {}", common::text(&out));
+        let log = String::from_utf8(out.stderr).unwrap();
+        assert!(log.lines().count() > 20, "{args:?}: {log}");
+        assert_eq!(long_lines(&log), [], "{args:?}:\n{log}");
+        for line in log.lines() {
+            let level = line.split(": ").next().unwrap();
+            assert!(["ERROR", "WARN", "INFO"].contains(&level), "{line}");
+            assert!(line[level.len()..].starts_with(": cudaElfInspect: "), "{line}");
+        }
+        // The search list is printed once per file, not per finding.
+        assert!(!log.contains("(searched /"), "{log}");
+    }
+}
+
+/// `--format github` shows 10 annotations per level: on CUPTI 12.8.90 and
+/// NCCL 2.28.9 the warning slots were filled by bare-string dlopen targets
+/// (CUPTI alone had 55 warnings). Every warning shown now rests on a
+/// reviewed fact (NCCL's `recommended` InfiniBand library) or is no dlopen
+/// finding at all, and every warning fits in the slots.
+#[test]
+fn github_warning_slots_hold_no_bare_string_noise() {
+    let cupti = corpus("cupti12", "libcupti.so.12");
+    let nccl = corpus("nccl", "libnccl.so.2");
+    let out = Command::new(OURS)
+        .args(["--format", "github", "--cuda-capabilities", "9.0"])
+        .arg(&cupti)
+        .arg(&nccl)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", common::text(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let warnings: Vec<&str> = text.lines().filter(|l| l.starts_with("::warning ")).collect();
+    assert!(!warnings.is_empty() && warnings.len() < 10, "{text}");
+    for w in &warnings {
+        if w.contains("title=dlopen-") {
+            assert!(w.contains("(recommended, named at"), "a warning without a reviewed fact: {w}");
+        }
+    }
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("libnccl.so.2,title=dlopen-unresolved::dlopens libibverbs.so.1")),
+        "{text}"
+    );
+    // Every warning of the report is annotated: none was left out.
+    let all = findings(&["--cuda-capabilities", "9.0"], &[&cupti, &nccl]);
+    let json_warnings = all.iter().filter(|f| f["severity"] == "warning").count();
+    assert_eq!(warnings.len(), json_warnings, "{text}");
+}
+
 /// cuDNN 9.10's libcudnn_adv.so.9 audited for 9.0: its only code for a 9.0
 /// GPU is SASS sm_90a (the coverage line says so), which today is called
 /// "not requested".

@@ -1,9 +1,12 @@
 //! The audit's text report opens with what each file carries: one line per
 //! file with device code, the device-code model's sets
-//! ([`crate::devicecode::DeviceCode`]).
+//! ([`crate::devicecode::DeviceCode`]). Lines are wrapped as the findings'
+//! are ([`super::wrap`]): cuSPARSE 12.5's 19 SASS architectures and its
+//! PTX made a line of 348 characters.
 
 use std::io::{self, Write};
 
+use super::wrap::put;
 use super::Report;
 use crate::audit::FileFacts;
 use crate::cuda::capabilities::Runs;
@@ -44,11 +47,13 @@ pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> 
                 parts.push(format!("{label} {}", names(&set, ptx)));
             }
         }
-        writeln!(
+        put(
             out,
-            "  {}: {}",
-            sanitize(&f.path.to_string_lossy(), Controls::Replace),
-            parts.join("; ")
+            &format!(
+                "  {}: {}",
+                sanitize(&f.path.to_string_lossy(), Controls::Replace),
+                parts.join("; ")
+            ),
         )?;
         if !f.coverage.is_empty() {
             let each: Vec<String> = f
@@ -90,7 +95,7 @@ pub fn write(out: &mut dyn Write, report: &Report<FileFacts>) -> io::Result<()> 
                     (None, _, _) => format!("{}: nothing runs", c.capability),
                 })
                 .collect();
-            writeln!(out, "    requested {}", each.join("; "))?;
+            put(out, &format!("    requested {}", each.join("; ")))?;
         }
     }
     writeln!(out)

@@ -87,6 +87,45 @@ fn unrequested_list(findings: &[Finding]) -> String {
     parts.join("; ")
 }
 
+/// The `(searched LIST)` lists of a file's messages, each once in order of
+/// first use, and the messages with each list replaced by its number
+/// (`(searched [1])`). A list without a `/` (`nothing to search`) stays.
+pub fn search_lists(messages: Vec<String>) -> (Vec<String>, Vec<String>) {
+    const OPEN: &str = "(searched ";
+    let mut lists: Vec<String> = Vec::new();
+    let out = messages
+        .into_iter()
+        .map(|m| {
+            let Some(start) = m.find(OPEN) else { return m };
+            let body = start + OPEN.len();
+            // The closing parenthesis that balances the opening one.
+            let mut depth = 1usize;
+            let close = m[body..].char_indices().find_map(|(i, c)| {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                (depth == 0).then_some(body + i)
+            });
+            let Some(close) = close else { return m };
+            let list = &m[body..close];
+            if !list.contains('/') {
+                return m;
+            }
+            let n = match lists.iter().position(|l| l == list) {
+                Some(i) => i + 1,
+                None => {
+                    lists.push(list.to_string());
+                    lists.len()
+                }
+            };
+            format!("{}(searched [{n}]){}", &m[..start], &m[close + 1..])
+        })
+        .collect();
+    (lists, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +149,25 @@ mod tests {
         assert_eq!(message(lines[2]), "m");
         let s = summary(&findings, &crate::report::Summary::default());
         assert_eq!((s.errors, s.warnings, s.infos), (0, 0, 3));
+    }
+
+    #[test]
+    fn search_lists_are_numbered_once() {
+        let (lists, messages) = search_lists(vec![
+            "a (searched /x:/y); fix".into(),
+            "b (searched /x:/y)".into(),
+            "c (searched nothing to search)".into(),
+            "d (searched /z (old))".into(),
+        ]);
+        assert_eq!(lists, ["/x:/y", "/z (old)"]);
+        assert_eq!(
+            messages,
+            [
+                "a (searched [1]); fix",
+                "b (searched [1])",
+                "c (searched nothing to search)",
+                "d (searched [2])"
+            ]
+        );
     }
 }

@@ -32,8 +32,20 @@ fn bytes(n: u64) -> String {
     }
 }
 
-/// Writes the human summary of one file.
+/// Writes the human summary of one file, each line wrapped as the audit's
+/// text is ([`super::wrap`]): a PTX ISA list or an error can run past it.
 pub fn write(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
+    let mut text = Vec::new();
+    lines(&mut text, r)?;
+    // Every piece went through the sanitiser: the text is UTF-8.
+    for line in String::from_utf8_lossy(&text).lines() {
+        super::wrap::put(out, line)?;
+    }
+    Ok(())
+}
+
+/// The summary's lines, unwrapped.
+fn lines(out: &mut dyn Write, r: &FileReport) -> io::Result<()> {
     let s = &r.summary;
     // Escaped, not replaced: the summary says exactly which byte a name holds.
     let path = sanitize(&r.path, Controls::Escape);

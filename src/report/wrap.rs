@@ -4,13 +4,23 @@
 //! reports had lines of 440 to 3052 characters (a search list of 180
 //! characters repeated on every finding, a fix naming a dozen paths).
 
+use std::io::{self, Write};
+
 /// The longest line written, in characters, indent included (a word longer
 /// than that, a path of 200 characters, is cut inside it).
 pub const WIDTH: usize = 200;
 
 /// `line` as lines of at most [`WIDTH`] characters.
 pub fn wrap(line: &str) -> Vec<String> {
-    if line.chars().count() <= WIDTH {
+    wrap_to(line, WIDTH)
+}
+
+/// `line` as lines of at most `width` characters (a build log line's
+/// `LEVEL: caller: ` prefix takes its share of [`WIDTH`]). A width too
+/// small for the line's own indent and a word is taken as 40.
+pub fn wrap_to(line: &str, width: usize) -> Vec<String> {
+    let width = width.max(40);
+    if line.chars().count() <= width {
         return vec![line.to_string()];
     }
     let indent: String = line.chars().take_while(|c| *c == ' ').collect();
@@ -19,7 +29,8 @@ pub fn wrap(line: &str) -> Vec<String> {
     let mut rest: &str = line;
     let mut prefix = String::new();
     loop {
-        let room = WIDTH - prefix.chars().count();
+        // An indent as wide as the line: at least some room per piece.
+        let room = width.saturating_sub(prefix.chars().count()).max(20);
         if rest.chars().count() <= room {
             out.push(format!("{prefix}{rest}"));
             break;
@@ -42,6 +53,15 @@ pub fn wrap(line: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Writes `line` wrapped ([`wrap`]), each piece ended by a newline: every
+/// text line the audit, `--summary` and `--explain` print goes through here.
+pub fn put(out: &mut dyn Write, line: &str) -> io::Result<()> {
+    for l in wrap(line) {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

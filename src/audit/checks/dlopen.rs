@@ -106,13 +106,16 @@ pub const SHOWN_FOLDERS: usize = 8;
 /// The fix clause of an unresolved target: a package only when the
 /// providers table names one for it and it is not the caller's own (a
 /// library missing from its own package is a packaging split to undo, not
-/// a dependency to add).
+/// a dependency to add). "Install it beside this file" was untrue: NVRTC
+/// 13.0.88's wheel has no RUNPATH, and with its builtins in its own folder
+/// every compile still fails (glibc's dlopen searches the caller's RUNPATH,
+/// never the caller's folder; tests/dlopen_programs.rs).
 fn fix(name: &str, t: &crate::dlopen::Target, caller: Option<&str>) -> String {
     let own = caller.and_then(provider).map(|p| p.attribute);
     let found = t.asked.iter().chain(std::iter::once(&t.soname)).find_map(|n| provider(n));
     match found {
         Some(p) if Some(p.attribute) == own => format!(
-            "; {name} belongs to {}, this file's own package: install it beside this file (or keep the output that holds it on this file's RUNPATH)",
+            "; {name} belongs to {}, this file's own package: put the folder that holds it on this file's RUNPATH ($ORIGIN where it is beside this file: dlopen does not search the caller's own folder)",
             p.attribute
         ),
         Some(p) => format!(
