@@ -46,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
         let data = traverse::data_sections(&object);
         let searched: u64 = data.iter().map(|(s, e)| e - s).sum();
         assert!(searched <= file.len() as u64, "{searched} data bytes in {} bytes", file.len());
-        let found = traverse::scan_sections(&file, &data, &mut |_| {});
+        let found = traverse::scan_sections(&file, &data, &|_| {});
         assert!(found.len() * 16 <= file.len(), "{} containers in {} bytes", found.len(), file.len());
     }
     let Ok(elf) = Elf::parse(&file) else { return };
