@@ -57,6 +57,8 @@ pub struct Args {
     paths: Vec<PathBuf>,
     #[command(flatten)]
     audit: AuditArgs,
+    #[command(flatten)]
+    coverage: crate::audit::coverage::CoverageArgs,
     /// Report format.
     #[arg(long, value_parser = cli::format_parser(AUDIT_FORMATS), default_value = "text")]
     format: Format,
@@ -171,6 +173,15 @@ pub fn run(args: Args, prog: &str) -> anyhow::Result<ExitStatus> {
             bail!("--format applies to the audit and --summary; --list-elf/--list-ptx print cuobjdump's text");
         }
         return list(&args, prog);
+    }
+    if args.coverage.coverage {
+        return super::coverage::run(&super::coverage::Request {
+            paths: &args.paths,
+            audit: &args.audit,
+            coverage: &args.coverage,
+            format: args.format,
+            outputs: &args.output,
+        });
     }
     if args.summary {
         if !matches!(args.format, Format::Text | Format::Json) {
