@@ -90,8 +90,8 @@ fn read_input(req: &Request) -> anyhow::Result<Input> {
     let reader: Box<dyn BufRead> = if file == Path::new("-") {
         Box::new(io::stdin().lock())
     } else {
-        let f = std::fs::File::open(file)
-            .with_context(|| format!("--eval-jobs {}", file.display()))?;
+        let f =
+            std::fs::File::open(file).with_context(|| format!("--eval-jobs {}", file.display()))?;
         Box::new(io::BufReader::new(f))
     };
     coverage::input::eval_jobs(reader).with_context(|| format!("--eval-jobs {}", file.display()))

@@ -157,10 +157,14 @@ fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     writeln!(out, "Caches, in the order Nix asks them:")?;
     for (i, c) in report.caches.iter().enumerate() {
         let gone = c.unreachable.as_deref().map(|r| format!(", stopped answering: {r}"));
-        let line = format!("  #{} {} (priority {}{})", i + 1, c.url, c.priority, gone.unwrap_or_default());
+        let line =
+            format!("  #{} {} (priority {}{})", i + 1, c.url, c.priority, gone.unwrap_or_default());
         writeln!(out, "{}", sanitize(&line, Controls::Replace))?;
     }
-    let mut header = format!("{:<32} {:<9} {:<6} {:>10} {:>10}", "ATTRIBUTE", "STATUS", "CACHE", "NAR", "DOWNLOAD");
+    let mut header = format!(
+        "{:<32} {:<9} {:<6} {:>10} {:>10}",
+        "ATTRIBUTE", "STATUS", "CACHE", "NAR", "DOWNLOAD"
+    );
     for c in &report.capabilities {
         header.push_str(&format!(" {c:>5}"));
     }
@@ -184,7 +188,10 @@ fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
                 .gpu
                 .as_ref()
                 .and_then(|g| g.capabilities.iter().find(|a| &a.capability == c))
-                .map_or("-", |a| if a.driver_runs == Some(false) { "D" } else { runs_letter(a.runs) });
+                .map_or(
+                    "-",
+                    |a| if a.driver_runs == Some(false) { "D" } else { runs_letter(a.runs) },
+                );
             row.push_str(&format!(" {letter:>5}"));
         }
         writeln!(out, "{row}")?;
@@ -194,7 +201,11 @@ fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         writeln!(out, "{}", sentence(p, report))?;
     }
     for b in &report.bad_lines {
-        writeln!(out, "{}", sanitize(&format!("input line {}: skipped: {}", b.line, b.reason), Controls::Replace))?;
+        writeln!(
+            out,
+            "{}",
+            sanitize(&format!("input line {}: skipped: {}", b.line, b.reason), Controls::Replace)
+        )?;
     }
     let s = &report.summary;
     write!(
@@ -243,8 +254,14 @@ fn metrics(out: &mut dyn Write, report: &Report) -> io::Result<()> {
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' })
             .collect();
-        for (word, runs) in [("sass", Runs::Sass), ("ptx-jit", Runs::PtxJit), ("nothing", Runs::Nothing)] {
-            writeln!(out, "{p}.capability.{name}.{word} {}", answers().filter(|a| a.runs == runs).count())?;
+        for (word, runs) in
+            [("sass", Runs::Sass), ("ptx-jit", Runs::PtxJit), ("nothing", Runs::Nothing)]
+        {
+            writeln!(
+                out,
+                "{p}.capability.{name}.{word} {}",
+                answers().filter(|a| a.runs == runs).count()
+            )?;
         }
         let fails = answers().filter(|a| a.driver_runs == Some(false)).count();
         writeln!(out, "{p}.capability.{name}.driver-fails {fails}")?;
@@ -293,7 +310,13 @@ fn html(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     }
     writeln!(out, "<th>answer</th></tr></thead><tbody>")?;
     for p in &report.paths {
-        write!(out, "<tr data-status=\"{}\"><td>{}</td><td>{}</td>", status_word(p.status), escape(&name(p)), escape(&p.path))?;
+        write!(
+            out,
+            "<tr data-status=\"{}\"><td>{}</td><td>{}</td>",
+            status_word(p.status),
+            escape(&name(p)),
+            escape(&p.path)
+        )?;
         for c in &report.caches {
             match p.caches.iter().find(|a| a.cache == c.url) {
                 Some(a) => write!(
@@ -309,8 +332,15 @@ fn html(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         for c in &report.capabilities {
             let a = p.gpu.as_ref().and_then(|g| g.capabilities.iter().find(|a| &a.capability == c));
             match a {
-                Some(a) if a.driver_runs == Some(false) => write!(out, "<td class=\"driver-fails\">D</td>")?,
-                Some(a) => write!(out, "<td class=\"{}\">{}</td>", runs_class(a.runs), runs_letter(a.runs))?,
+                Some(a) if a.driver_runs == Some(false) => {
+                    write!(out, "<td class=\"driver-fails\">D</td>")?
+                }
+                Some(a) => write!(
+                    out,
+                    "<td class=\"{}\">{}</td>",
+                    runs_class(a.runs),
+                    runs_letter(a.runs)
+                )?,
                 None => write!(out, "<td class=\"none\">-</td>")?,
             }
         }

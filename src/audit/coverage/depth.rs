@@ -17,9 +17,11 @@ use crate::cuda::capabilities::Runs as CodeRuns;
 use crate::devicecode::model::capability;
 use crate::devicecode::Scan;
 
-/// Audits the served paths of `results` and fills in their `gpu`.
+/// Audits the served paths of `results` and fills in their `gpu`, an
+/// answer for each of `requested` (capabilities as reports write them).
 pub fn audit_served(
     results: &mut [PathResult],
+    requested: &[String],
     args: &AuditArgs,
     env: &BuildEnv,
 ) -> Result<(), SessionError> {
@@ -32,7 +34,7 @@ pub fn audit_served(
     for (url, paths) in by_cache {
         let audit = audit_from(&url, &paths, args, env)?;
         for r in results.iter_mut().filter(|r| r.served_by.as_deref() == Some(url.as_str())) {
-            r.gpu = Some(gpu_of(&r.path, &audit));
+            r.gpu = Some(gpu_of(&r.path, &audit, requested));
         }
     }
     Ok(())
@@ -73,7 +75,7 @@ fn inside(file: &Path, root: &str) -> bool {
 }
 
 /// The depth of one store path from the session's audit.
-fn gpu_of(root: &str, audit: &Audit) -> Gpu {
+fn gpu_of(root: &str, audit: &Audit, requested: &[String]) -> Gpu {
     let files: Vec<&FileFacts> = audit
         .files
         .iter()
@@ -89,10 +91,6 @@ fn gpu_of(root: &str, audit: &Audit) -> Gpu {
     let names = |archs: BTreeSet<crate::fatbin::Arch>| -> Vec<String> {
         archs.into_iter().filter_map(capability).map(|c| c.to_string()).collect()
     };
-    let requested: Vec<String> = files
-        .first()
-        .map(|f| f.coverage.iter().map(|c| c.capability.clone()).collect())
-        .unwrap_or_default();
     let capabilities = requested.iter().map(|cap| answer_for(cap, &files)).collect();
     let failures = audit
         .failures

@@ -61,7 +61,7 @@ pub fn run(
     }
     let keys: Vec<PublicKey> =
         audit.trusted_public_key.iter().map(|k| PublicKey::parse(k)).collect::<Result<_, _>>()?;
-    let capabilities = match &audit.cuda_capabilities {
+    let capabilities: Vec<String> = match &audit.cuda_capabilities {
         Some(text) => crate::cuda::capabilities::parse_list(text)
             .map_err(|e| CoverageError::Capabilities(e.to_string()))?
             .capabilities
@@ -90,7 +90,7 @@ pub fn run(
     drop(caches);
     let driver = audit.driver_version.clone().or_else(|| audit.driver_cuda.clone());
     if audit.cuda_capabilities.is_some() || driver.is_some() {
-        depth::audit_served(&mut paths, audit, env)?;
+        depth::audit_served(&mut paths, &capabilities, audit, env)?;
     }
     let mut report = model::Report {
         version: VERSION,

@@ -188,7 +188,8 @@ impl Asker<'_> {
             let url = c.info.url.clone();
             match self.look(i, &item.path) {
                 Looked::Served { info, signer } => {
-                    let answer = CacheAnswer { cache: url.clone(), answer: Answer::Served, reason: None };
+                    let answer =
+                        CacheAnswer { cache: url.clone(), answer: Answer::Served, reason: None };
                     result.caches.push(answer);
                     if served.is_some() {
                         continue;
@@ -307,7 +308,8 @@ impl Asker<'_> {
             Err(CacheError::NarInfo { source, .. }) => not(Answer::BadNarinfo, source.to_string()),
             Err(e @ CacheError::Fetch { .. }) => {
                 let reason = e.to_string();
-                let reason = reason.strip_prefix(&format!("{path}: ")).unwrap_or(&reason).to_string();
+                let reason =
+                    reason.strip_prefix(&format!("{path}: ")).unwrap_or(&reason).to_string();
                 if c.failed_in_a_row.fetch_add(1, Ordering::SeqCst) + 1 >= GONE_AFTER {
                     let mut gone = c.gone.lock().unwrap_or_else(|e| e.into_inner());
                     gone.get_or_insert_with(|| reason.clone());

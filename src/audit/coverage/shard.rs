@@ -76,7 +76,10 @@ pub fn read(file: &Path) -> Result<Report, MergeError> {
 pub fn merge(parts: Vec<(PathBuf, Report)>) -> Result<Report, MergeError> {
     let mut parts = parts.into_iter();
     let Some((first_file, mut whole)) = parts.next() else {
-        return Err(MergeError::Read { file: PathBuf::from("--merge"), reason: "no reports".into() });
+        return Err(MergeError::Read {
+            file: PathBuf::from("--merge"),
+            reason: "no reports".into(),
+        });
     };
     let mut shards = vec![(first_file.clone(), whole.shard.clone())];
     for (file, part) in parts {
@@ -125,7 +128,8 @@ fn check_shards(shards: &[(PathBuf, Option<String>)]) -> Result<(), MergeError> 
     let mut seen: Vec<Shard> = Vec::new();
     for (file, mark) in shards {
         let bad = |reason: String| MergeError::Mismatch { file: file.clone(), reason };
-        let mark = mark.as_deref().ok_or_else(|| bad("not a shard's report (no \"shard\")".into()))?;
+        let mark =
+            mark.as_deref().ok_or_else(|| bad("not a shard's report (no \"shard\")".into()))?;
         let shard = parse_shard(mark).map_err(bad)?;
         if seen.iter().any(|s| s.n != shard.n) {
             return Err(bad(format!("shard {shard} is not of the same split as the others")));
