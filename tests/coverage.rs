@@ -668,6 +668,17 @@ fn direct_audit(
     worst
 }
 
+/// The page rendered by headless Chromium, as tests/tools/dom.py reads it.
+fn render(page: &Path) -> Value {
+    let out = Command::new("python3")
+        .arg(common::root().join("tests/tools/dom.py"))
+        .arg(page)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "dom.py: {}", common::text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// SASS architectures of `file` as cuobjdump lists them (`sm_80` -> 8.0).
 fn cuobjdump_sass(file: &Path) -> Vec<String> {
     let out = Command::new(common::tool("cuobjdump")).arg("--list-elf").arg(file).output().unwrap();
@@ -692,7 +703,11 @@ fn gpu_depth_matches_a_direct_audit_of_the_same_store_path() {
     let a = w.cache("a", "key-a", "compression=zstd", &["sass", "ptx", "multi", "plain"]);
     let server = HttpCache::start(a, Duration::from_millis(5));
     let (caps, driver) = ("8.0 9.0 12.0", "580.95.05");
-    let jobs = w.eval_jobs(&["sass", "ptx", "multi", "plain"], &[]);
+    let hostile = "<img src=x onerror=alert(1)>";
+    let absent = w.absent(7);
+    let jobs = w.eval_jobs(&["sass", "ptx", "multi", "plain"], &[(hostile, &absent)]);
+    let page = w.dir.path().join("coverage.html");
+    let html = format!("html={}", page.display());
     let out = w.run(&[
         "--substituter",
         &server.url,
@@ -706,6 +721,8 @@ fn gpu_depth_matches_a_direct_audit_of_the_same_store_path() {
         driver,
         "--format",
         "json",
+        "--output",
+        &html,
     ]);
     assert_eq!(out.status.code(), Some(1), "sass has nothing for 9.0: {}", common::text(&out));
     let report = json(&out);
@@ -762,6 +779,40 @@ fn gpu_depth_matches_a_direct_audit_of_the_same_store_path() {
     assert!(
         text.contains("sass: served by") && text.contains("on 9.0: nothing runs (no kernel image)"),
         "{text}"
+    );
+    // The HTML matrix as Chromium renders it: a column per cache and per
+    // capability, each row's cells the JSON's answers, the hostile name text.
+    let dom = render(&page);
+    let columns: Vec<&str> =
+        dom["columns"].as_array().unwrap().iter().map(|c| c["cap"].as_str().unwrap()).collect();
+    assert_eq!(columns, [server.url.as_str(), "8.0", "9.0", "12.0"]);
+    for p in report["paths"].as_array().unwrap() {
+        let row = dom["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["path"] == p["path"])
+            .unwrap_or_else(|| panic!("{p:#}"));
+        let cells = row["cells"].as_array().unwrap();
+        assert_eq!(cells[0]["class"], p["caches"][0]["answer"], "{row:#}");
+        for (i, c) in p["gpu"]["capabilities"].as_array().into_iter().flatten().enumerate() {
+            let want = if c["driver_runs"] == false {
+                "driver-fails"
+            } else {
+                c["runs"].as_str().unwrap()
+            };
+            assert_eq!(cells[1 + i]["class"], want, "{row:#}");
+        }
+    }
+    let row =
+        dom["rows"].as_array().unwrap().iter().find(|r| r["path"] == absent.as_str()).unwrap();
+    assert_eq!(row["name"], hostile);
+    assert_eq!(dom["tags"]["img"], Value::Null, "{:#}", dom["tags"]);
+    assert_eq!(dom["net"], serde_json::json!([]));
+    assert!(
+        dom["ids"]["summary"]["text"].as_str().unwrap().starts_with("5 paths: 4 served"),
+        "{:#}",
+        dom["ids"]
     );
     // The temporary folder of the NAR audit is gone.
     assert_eq!(fs::read_dir(w.dir.path().join("tmp")).unwrap().count(), 0);

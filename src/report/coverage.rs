@@ -301,21 +301,25 @@ fn html(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     writeln!(out, "<!DOCTYPE html><html><head><meta charset=\"utf-8\">\
         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\
         <title>Binary cache coverage</title><style>{STYLE}</style></head><body>")?;
-    writeln!(out, "<h1>Binary cache coverage</h1><table id=\"coverage\"><thead><tr><th>attribute</th><th>store path</th>")?;
+    writeln!(
+        out,
+        "<h1>Binary cache coverage</h1><table class=\"matrix\"><thead><tr><th>attribute</th>"
+    )?;
+    // `data-cap` names every answer column: the caches, then the capabilities.
     for c in &report.caches {
-        writeln!(out, "<th class=\"cache\">{}</th>", escape(&c.url))?;
+        writeln!(out, "<th class=\"cache\" data-cap=\"{0}\">{0}</th>", escape(&c.url))?;
     }
     for c in &report.capabilities {
-        writeln!(out, "<th class=\"capability\">{}</th>", escape(c))?;
+        writeln!(out, "<th class=\"req\" data-cap=\"{0}\">{0}</th>", escape(c))?;
     }
     writeln!(out, "<th>answer</th></tr></thead><tbody>")?;
     for p in &report.paths {
         write!(
             out,
-            "<tr data-status=\"{}\"><td>{}</td><td>{}</td>",
+            "<tr data-path=\"{}\" data-status=\"{}\"><th scope=\"row\">{}</th>",
+            escape(&p.path),
             status_word(p.status),
-            escape(&name(p)),
-            escape(&p.path)
+            escape(&name(p))
         )?;
         for c in &report.caches {
             match p.caches.iter().find(|a| a.cache == c.url) {
