@@ -724,8 +724,8 @@ fi
 # cache's round trip). Nix's narinfo disk cache is removed before each of its
 # runs (ours keeps none). Then the deep pass (--cuda-capabilities: every
 # served NAR fetched, decompressed and its objects audited) over the corpus
-# cache against its bound on 2 cores: the NARs decompressed by `zstd -dc`, two
-# at a time.
+# cache against `zstd -dc` of the same NARs on one core (the goal: within 1.3x
+# of twice that time).
 make_many_paths_cache() { # DIR COUNT -> the cache folder holds COUNT small store paths
   local dir=$1 count=$2
   if [[ ! -f $dir/.done ]]; then
@@ -775,9 +775,11 @@ if want coverage; then
       mapfile -t dpaths < <(sed -n 's/^StorePath: //p' "$nixdir"/cache/*.narinfo)
       mkdir -p "$nixdir/tmp"
       size="${#dpaths[@]} paths, $(du -cm "${nars[@]}" | tail -n 1 | cut -f1) MB zstd"
-      compare "coverage deep pass (--cuda-capabilities, file:// cache)" "$size" 3 3 "the bound: zstd -dc of its NARs, 2 at a time" \
+      # The goal is stated against 2 x this single-core time (BENCHMARKS.md): the
+      # row's ratio is anchor/ours, so "within 1.3x of 2 x zstd" is a ratio >= 0.38.
+      compare "coverage deep pass (--cuda-capabilities, file:// cache)" "$size" 3 3 "zstd -dc of its NARs, one core" \
         -- env TMPDIR="$nixdir/tmp" "$bin/cuda-elf-inspect" --coverage --substituter "file://$nixdir/cache" --cuda-capabilities "8.0 9.0" "${dpaths[@]}" \
-        -- bash -c 'printf "%s\0" "$@" | xargs -0 -P 2 -n 1 zstd -dc >/dev/null' zstd "${nars[@]}"
+        -- bash -c 'zstd -dc "$@" >/dev/null' zstd "${nars[@]}"
     else
       note "the corpus cache could not be made: the deep-pass row is missing"
     fi

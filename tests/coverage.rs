@@ -265,6 +265,8 @@ fn presence_follows_nix_order_keys_and_the_caches_contents() {
         common::text(&out)
     );
     let report = json(&out);
+    // stderr is a pipe here: no progress line.
+    assert!(out.stderr.is_empty(), "{}", common::text(&out));
     assert_eq!(report["caches"][0]["url"], b_url.as_str(), "{report:#}");
     assert_eq!(report["caches"][0]["priority"], 30);
     assert_eq!(report["caches"][1]["priority"], 50);
@@ -370,6 +372,7 @@ fn presence_follows_nix_order_keys_and_the_caches_contents() {
         "{text}"
     );
     assert!(text.contains(&format!("sass: served by {a_url} (")), "{text}");
+    assert!(text.contains(&format!("; also served by {a_url}")), "multi, dep: {text}");
     assert!(text.contains("input line 2: skipped: broken: evaluation failed"), "{text}");
     let metrics = w.run(&[&args[..], &["--format", "hydra-metrics"]].concat());
     let metrics = String::from_utf8(metrics.stdout).unwrap();
@@ -780,6 +783,10 @@ fn gpu_depth_matches_a_direct_audit_of_the_same_store_path() {
         text.contains("sass: served by") && text.contains("on 9.0: nothing runs (no kernel image)"),
         "{text}"
     );
+    assert!(
+        text.contains("ptx: served by") && text.contains("no SASS, built for PTX 8.0 only"),
+        "{text}"
+    );
     // The HTML matrix as Chromium renders it: a column per cache and per
     // capability, each row's cells the JSON's answers, the hostile name text.
     let dom = render(&page);
@@ -816,4 +823,31 @@ fn gpu_depth_matches_a_direct_audit_of_the_same_store_path() {
     );
     // The temporary folder of the NAR audit is gone.
     assert_eq!(fs::read_dir(w.dir.path().join("tmp")).unwrap().count(), 0);
+}
+
+/// On a terminal (a pty by `script`), stderr carries a progress line
+/// rewritten in place (done/total, rate, ETA) and cleared at the end; on a
+/// pipe nothing (the presence test).
+#[test]
+fn a_progress_line_on_a_terminal_only() {
+    let w = build_world();
+    let a = w.cache("a", "key-a", "compression=zstd", &["sass"]);
+    let server = HttpCache::start(a, Duration::from_millis(30));
+    let mut cmd =
+        format!("{BIN} --coverage --jobs 1 --substituter {} {}", server.url, w.path("sass"));
+    for n in 0..10 {
+        cmd.push(' ');
+        cmd.push_str(&w.absent(n));
+    }
+    cmd.push_str(" > /dev/null");
+    let out = Command::new(common::tool("script"))
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("TMPDIR", w.dir.path())
+        .output()
+        .unwrap();
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{}", common::text(&out));
+    assert!(tty.contains("\r\x1b[Kcuda-elf-inspect: 11/11 paths, "), "{tty:?}");
+    assert!(tty.contains("/s, ETA "), "{tty:?}");
+    assert!(tty.ends_with("\r\x1b[K"), "cleared at the end: {tty:?}");
 }

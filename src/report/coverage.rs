@@ -75,11 +75,13 @@ fn built_for(gpu: &Gpu) -> String {
     if gpu.files == 0 {
         return "no device code".to_string();
     }
-    let mut text = format!("built for {}", gpu.built_for.join(" "));
-    if !gpu.ptx.is_empty() {
-        text.push_str(&format!(" + PTX {}", gpu.ptx.join(" ")));
+    match (gpu.built_for.is_empty(), gpu.ptx.is_empty()) {
+        (false, true) => format!("built for {}", gpu.built_for.join(" ")),
+        (false, false) => {
+            format!("built for {} + PTX {}", gpu.built_for.join(" "), gpu.ptx.join(" "))
+        }
+        (true, _) => format!("no SASS, built for PTX {} only", gpu.ptx.join(" ")),
     }
-    text
 }
 
 /// The one-line answer for a path.
@@ -124,6 +126,11 @@ pub fn sentence(p: &PathResult, report: &Report) -> String {
         }
         for f in &gpu.failures {
             parts.push(format!("not audited: {f}"));
+        }
+    }
+    for a in p.caches.iter().filter(|a| a.answer == Answer::Served) {
+        if p.served_by.as_deref() != Some(a.cache.as_str()) {
+            parts.push(format!("also served by {}", a.cache));
         }
     }
     for a in p.caches.iter().filter(|a| a.answer != Answer::Served) {
