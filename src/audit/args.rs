@@ -21,8 +21,10 @@ pub struct AuditArgs {
     /// https://), without realising them: each narinfo and NAR is fetched,
     /// checked against NarHash/NarSize and unpacked (object files only) to a
     /// temporary folder. Proxies: HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY.
+    /// With --coverage: repeatable, asked in Nix's order (each cache's
+    /// Priority, then the order given); the audit takes one.
     #[arg(long, value_name = "URL", conflicts_with_all = NOT_AUDIT)]
-    pub substituter: Option<String>,
+    pub substituter: Vec<String>,
     /// With --substituter: a key trusted to sign narinfo files (repeatable);
     /// with any, an unsigned or badly signed narinfo is refused.
     #[arg(long, value_name = "NAME:KEY", requires = "substituter")]
@@ -134,7 +136,7 @@ impl AuditArgs {
     }
 
     pub(super) fn cache(&self) -> Option<CacheArgs> {
-        self.substituter.as_ref().map(|url| CacheArgs {
+        self.substituter.first().map(|url| CacheArgs {
             url: url.clone(),
             keys: self.trusted_public_key.clone(),
             closure: self.closure,

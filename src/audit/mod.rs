@@ -12,6 +12,7 @@ pub mod args;
 pub mod baseline;
 pub mod checks;
 pub mod closure;
+pub mod coverage;
 pub mod dlopen;
 pub mod dynamic;
 pub mod failure;

@@ -31,6 +31,9 @@ pub enum SessionError {
     /// No paths, and the build environment names no outputs.
     #[error("no paths given and no build outputs found (try --help)")]
     NoOutputs(#[source] BuildEnvError),
+    /// More than one `--substituter` without `--coverage`.
+    #[error("the audit reads one --substituter (--coverage asks several)")]
+    ManySubstituters,
     /// `--substituter` with nothing to fetch.
     #[error("--substituter needs store paths to audit (try --help)")]
     NothingToFetch,
@@ -94,6 +97,9 @@ impl Session {
         scan: Scan,
         env: &BuildEnv,
     ) -> Result<Session, SessionError> {
+        if args.substituter.len() > 1 {
+            return Err(SessionError::ManySubstituters);
+        }
         Ok(Session {
             checks: policy::checks(args, env)?,
             cache: args.cache(),

@@ -57,6 +57,8 @@ pub struct Args {
     paths: Vec<PathBuf>,
     #[command(flatten)]
     audit: AuditArgs,
+    #[command(flatten)]
+    coverage: crate::audit::coverage::CoverageArgs,
     /// Report format.
     #[arg(long, value_parser = cli::format_parser(AUDIT_FORMATS), default_value = "text")]
     format: Format,
@@ -126,7 +128,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
 
 const EXIT_STATUS: &[(&str, &str)] = &[
     ("0", "no error findings (or only baselined ones); --summary: every file read"),
-    ("1", "error findings; --summary: damaged device code"),
+    ("1", "error findings; --summary: damaged device code; --coverage: a path not served (or partly, or not done) or a requested capability not covered"),
     ("2", "the tool failed: bad arguments, a file or folder that could not be read"),
     ("255", "--list-elf/--list-ptx: no device code in a file (cuobjdump's statuses: 0, 1, 255)"),
 ];
@@ -171,6 +173,15 @@ pub fn run(args: Args, prog: &str) -> anyhow::Result<ExitStatus> {
             bail!("--format applies to the audit and --summary; --list-elf/--list-ptx print cuobjdump's text");
         }
         return list(&args, prog);
+    }
+    if args.coverage.coverage {
+        return super::coverage::run(&super::coverage::Request {
+            paths: &args.paths,
+            audit: &args.audit,
+            coverage: &args.coverage,
+            format: args.format,
+            outputs: &args.output,
+        });
     }
     if args.summary {
         if !matches!(args.format, Format::Text | Format::Json) {

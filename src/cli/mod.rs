@@ -6,6 +6,7 @@
 //!
 //! Exit statuses follow one rule across the tools ([`ExitStatus`]).
 
+pub mod coverage;
 pub mod driver_runpath;
 pub mod inspect;
 pub mod symlinks;

@@ -5,6 +5,7 @@
 //! not read: reported, counted, never silently dropped).
 
 pub mod buildlog;
+pub mod coverage;
 pub mod device;
 pub mod explain;
 pub mod github;

@@ -136,7 +136,11 @@ pub struct Cache {
     store_dir: String,
     keys: Vec<PublicKey>,
     limits: Limits,
+    priority: Option<u32>,
 }
+
+/// Nix's priority of a cache whose `nix-cache-info` names none.
+pub const DEFAULT_PRIORITY: u32 = 50;
 
 /// One store path read from a cache.
 #[derive(Debug)]
@@ -152,6 +156,20 @@ impl Cache {
     /// folder (`/nix/store` when the cache does not say). `limits` bound
     /// the closure and every download (its disk budget is the caller's).
     pub fn open(url: &str, keys: Vec<PublicKey>, limits: Limits) -> Result<Cache, CacheError> {
+        let mut cache = Cache::connect(url, keys, limits, 0)?;
+        cache.read_info(url)?;
+        Ok(cache)
+    }
+
+    /// The cache at `url` without reading anything from it yet (see
+    /// [`Cache::read_info`]); `pool` connections are kept alive for reuse
+    /// (HTTP/1.1 keep-alive: one per concurrent transfer; 0 for ureq's default).
+    pub fn connect(
+        url: &str,
+        keys: Vec<PublicKey>,
+        limits: Limits,
+        pool: usize,
+    ) -> Result<Cache, CacheError> {
         let location = if let Some(path) = url.strip_prefix("file://") {
             if !path.starts_with('/') {
                 return Err(CacheError::Url(url.to_string()));
@@ -165,27 +183,47 @@ impl Cache {
         // Proxies come from the usual variables (ureq reads ALL_PROXY,
         // HTTPS_PROXY, HTTP_PROXY and NO_PROXY). A stalled connection fails
         // instead of hanging a CI job: connecting and the response's head
-        // have time limits, a body has the stall limit of `Limits` (no
-        // total: a large NAR on a slow link takes what it takes).
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_connect(Some(Duration::from_secs(30)))
-            .timeout_recv_response(Some(Duration::from_secs(60)))
+        // have time limits (at most the stall limit), a body has the stall
+        // limit of `Limits` (no total: a large NAR on a slow link takes what
+        // it takes).
+        let stall = limits.stall_timeout;
+        let mut config = ureq::Agent::config_builder()
+            .timeout_connect(Some(stall.min(Duration::from_secs(30))))
+            .timeout_recv_response(Some(stall.min(Duration::from_secs(60))))
             .timeout_recv_body(None)
-            .user_agent(concat!("cuda-elf-inspect/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
-        let store_dir = "/nix/store".to_string();
-        let mut cache = Cache { location, agent, store_dir, keys, limits };
-        match cache.get_text(url, "nix-cache-info") {
-            Ok(text) => {
-                if let Some(dir) = text.lines().find_map(|l| l.strip_prefix("StoreDir: ")) {
-                    cache.store_dir = dir.trim_end_matches('/').to_string();
-                }
-            }
-            Err(CacheError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
+            .user_agent(concat!("cuda-elf-inspect/", env!("CARGO_PKG_VERSION")));
+        if pool > 0 {
+            config = config.max_idle_connections(pool).max_idle_connections_per_host(pool);
         }
-        Ok(cache)
+        let agent: ureq::Agent = config.build().into();
+        let store_dir = "/nix/store".to_string();
+        Ok(Cache { location, agent, store_dir, keys, limits, priority: None })
+    }
+
+    /// Reads `nix-cache-info` (`url` names it in errors): the store folder
+    /// and the priority. A cache without one is a `/nix/store` cache of
+    /// the default priority, as Nix takes it.
+    pub fn read_info(&mut self, url: &str) -> Result<(), CacheError> {
+        match self.get_text(url, "nix-cache-info") {
+            Ok(text) => {
+                for line in text.lines() {
+                    if let Some(dir) = line.strip_prefix("StoreDir: ") {
+                        self.store_dir = dir.trim_end_matches('/').to_string();
+                    } else if let Some(p) = line.strip_prefix("Priority: ") {
+                        self.priority = p.trim().parse().ok();
+                    }
+                }
+                Ok(())
+            }
+            Err(CacheError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The cache's `Priority` (lower is asked first), Nix's default when
+    /// its `nix-cache-info` names none.
+    pub fn priority(&self) -> u32 {
+        self.priority.unwrap_or(DEFAULT_PRIORITY)
     }
 
     /// The store folder the cache's paths live in.

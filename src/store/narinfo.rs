@@ -104,6 +104,19 @@ pub enum Compression {
     Other(String),
 }
 
+impl Compression {
+    /// The name the narinfo's `Compression` field gives it.
+    pub fn name(&self) -> &str {
+        match self {
+            Compression::None => "none",
+            Compression::Xz => "xz",
+            Compression::Zstd => "zstd",
+            Compression::Bzip2 => "bzip2",
+            Compression::Other(name) => name,
+        }
+    }
+}
+
 /// The fields of a narinfo that the audit uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NarInfo {
@@ -121,6 +134,8 @@ pub struct NarInfo {
     pub references: Vec<String>,
     /// `Sig` lines: `key-name:base64`.
     pub signatures: Vec<String>,
+    /// Size of the compressed NAR (`FileSize`), when the cache says.
+    pub file_size: Option<u64>,
 }
 
 impl NarInfo {
@@ -133,6 +148,7 @@ impl NarInfo {
         let mut nar_size = None;
         let mut references = None;
         let mut signatures = Vec::new();
+        let mut file_size = None;
         // Split on LF only, as Nix does: the CR of a CRLF stays in the line.
         for (i, line) in text.split('\n').enumerate() {
             let line_no = i + 1;
@@ -155,7 +171,8 @@ impl NarInfo {
                     signatures.push(value.to_string());
                     continue;
                 }
-                // FileHash, FileSize, Deriver, CA, System...: not needed.
+                "FileSize" => ("FileSize", &mut file_size),
+                // FileHash, Deriver, CA, System...: not needed.
                 _ => continue,
             };
             if slot.1.is_some() {
@@ -208,7 +225,23 @@ impl NarInfo {
         }
         references.sort();
         references.dedup();
-        Ok(NarInfo { store_path, url, compression, nar_hash, nar_size, references, signatures })
+        let file_size = match file_size {
+            Some(v) => Some(
+                v.parse::<u64>()
+                    .map_err(|_| invalid("FileSize", format!("{} is not a size", quote(&v))))?,
+            ),
+            None => None,
+        };
+        Ok(NarInfo {
+            store_path,
+            url,
+            compression,
+            nar_hash,
+            nar_size,
+            references,
+            signatures,
+            file_size,
+        })
     }
 
     /// What Nix signs: see the module documentation.

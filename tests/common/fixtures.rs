@@ -87,6 +87,27 @@ pub fn build_all() -> Vec<(Variant, PathBuf)> {
     variants.into_iter().map(|v| (v.clone(), base.join(&v.name))).collect()
 }
 
+/// Builds only the variants named (as [`build_all`] does) and returns
+/// their folders, in the order named.
+pub fn build(names: &[&str]) -> Vec<PathBuf> {
+    let _guard = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let nvcc = tool("nvcc");
+    let base = root().join(".cache/fixtures");
+    let variants = recipes();
+    names
+        .iter()
+        .map(|name| {
+            let v = variants
+                .iter()
+                .find(|v| v.name == *name)
+                .unwrap_or_else(|| panic!("no variant {name}"));
+            let dir = base.join(name);
+            build_one(v, &dir, &nvcc).unwrap_or_else(|e| panic!("{e}"));
+            dir
+        })
+        .collect()
+}
+
 fn build_one(v: &Variant, dir: &Path, nvcc: &Path) -> Result<(), String> {
     let hash = sources_hash(v);
     let stamp = dir.join(".recipe-hash");

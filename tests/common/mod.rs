@@ -7,6 +7,7 @@
 pub mod cuobjdump;
 pub mod fixtures;
 pub mod hostile;
+pub mod httpcache;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
