@@ -8,6 +8,7 @@
 
 pub mod driver_runpath;
 pub mod inspect;
+pub mod preflight;
 pub mod symlinks;
 
 use std::ffi::OsString;
