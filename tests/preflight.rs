@@ -42,13 +42,21 @@ fn drivers() -> &'static (PathBuf, PathBuf) {
             let dir = tmp.join(format!("driver-{v}/lib"));
             std::fs::create_dir_all(&dir).unwrap();
             let base = root().join(".cache/corpus/lib").join(set);
-            for (pkg, lib) in [("libcuda1", "libcuda"), ("libnvidia-ptxjitcompiler1", "libnvidia-ptxjitcompiler")] {
-                let file = base.join(pkg).join(format!("usr/lib/x86_64-linux-gnu/nvidia/current/{lib}.so.{v}"));
+            for (pkg, lib) in
+                [("libcuda1", "libcuda"), ("libnvidia-ptxjitcompiler1", "libnvidia-ptxjitcompiler")]
+            {
+                let file = base
+                    .join(pkg)
+                    .join(format!("usr/lib/x86_64-linux-gnu/nvidia/current/{lib}.so.{v}"));
                 assert!(file.is_file(), "{} missing", file.display());
                 let _ = std::fs::remove_file(dir.join(format!("{lib}.so.{v}")));
                 std::os::unix::fs::symlink(&file, dir.join(format!("{lib}.so.{v}"))).unwrap();
                 let _ = std::fs::remove_file(dir.join(format!("{lib}.so.1")));
-                std::os::unix::fs::symlink(format!("{lib}.so.{v}"), dir.join(format!("{lib}.so.1"))).unwrap();
+                std::os::unix::fs::symlink(
+                    format!("{lib}.so.{v}"),
+                    dir.join(format!("{lib}.so.1")),
+                )
+                .unwrap();
             }
             out.push(dir);
         }
@@ -92,7 +100,11 @@ fn preflight(sb: &Sandbox<'_>, extra: &[&str]) -> (i32, BTreeSet<String>, BTreeS
         }
         None => script += "mount -t tmpfs tmpfs /proc/driver\n",
     }
-    let run = if sb.user == "root" { String::new() } else { "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all ".into() };
+    let run = if sb.user == "root" {
+        String::new()
+    } else {
+        "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all ".into()
+    };
     script += &format!("exec {run}\"$@\"\n");
     let o = Command::new("unshare")
         .args(["-m", "--propagation", "private", "bash", "-c", &script, "preflight-sandbox"])
@@ -103,7 +115,11 @@ fn preflight(sb: &Sandbox<'_>, extra: &[&str]) -> (i32, BTreeSet<String>, BTreeS
         .unwrap();
     let code = o.status.code().unwrap_or(-1);
     let json: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!("no JSON ({e}), exit {code}:\n{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+        panic!(
+            "no JSON ({e}), exit {code}:\n{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
     });
     let ids = |status: &str| -> BTreeSet<String> {
         json["preflight"]["checks"]
@@ -154,31 +170,44 @@ const K550: Option<(&str, u32, u32)> = Some(("550.163.01", 1, 1));
 #[test]
 fn nothing_mounted() {
     // As root with no kernel module: nodes it could create are no help.
-    let (code, errs, _) = preflight(&Sandbox { nodes: &[], link: None, kernel: None, user: "root" }, &[]);
+    let (code, errs, _) =
+        preflight(&Sandbox { nodes: &[], link: None, kernel: None, user: "root" }, &[]);
     assert_eq!(code, 1);
     assert_eq!(errs, set(&["no-device-node", "no-driver-folder"]));
     // With the module loaded, root may create the nodes (libcuda does): warnings.
-    let (code, errs, warns) = preflight(&Sandbox { nodes: &[], link: None, kernel: K550, user: "root" }, &[]);
+    let (code, errs, warns) =
+        preflight(&Sandbox { nodes: &[], link: None, kernel: K550, user: "root" }, &[]);
     assert_eq!((code, errs), (1, set(&["no-driver-folder"])));
     assert_eq!(warns, set(&["no-device-node"]));
-    let (code, errs, _) = preflight(&Sandbox { nodes: &[], link: None, kernel: K550, user: "nobody" }, &[]);
+    let (code, errs, _) =
+        preflight(&Sandbox { nodes: &[], link: None, kernel: K550, user: "nobody" }, &[]);
     assert_eq!((code, errs), (1, set(&["no-device-node", "no-driver-folder"])));
 }
 
 #[test]
 fn nodes_without_driver_folder() {
     for user in ["root", "nobody"] {
-        let (code, errs, _) = preflight(&Sandbox { nodes: ANSWERING, link: None, kernel: K550, user }, &[]);
+        let (code, errs, _) =
+            preflight(&Sandbox { nodes: ANSWERING, link: None, kernel: K550, user }, &[]);
         assert_eq!((code, errs), (1, set(&["no-driver-folder"])), "{user}");
     }
 }
 
 #[test]
 fn real_device_numbers_without_module() {
-    let (code, errs, _) = preflight(&Sandbox { nodes: REAL, link: link("550"), kernel: None, user: "nobody" }, &[]);
+    let (code, errs, _) =
+        preflight(&Sandbox { nodes: REAL, link: link("550"), kernel: None, user: "nobody" }, &[]);
     assert_eq!((code, errs), (1, set(&["device-node-not-openable"])));
     // /proc/devices says uvm is 240, the node says 238: recreated wrongly.
-    let (code, errs, _) = preflight(&Sandbox { nodes: REAL, link: link("550"), kernel: Some(("550.163.01", 195, 240)), user: "root" }, &[]);
+    let (code, errs, _) = preflight(
+        &Sandbox {
+            nodes: REAL,
+            link: link("550"),
+            kernel: Some(("550.163.01", 195, 240)),
+            user: "root",
+        },
+        &[],
+    );
     assert_eq!(code, 1);
     assert!(errs.contains("device-node-wrong-major"), "{errs:?}");
 }
@@ -186,7 +215,12 @@ fn real_device_numbers_without_module() {
 #[test]
 fn dangling_driver_link() {
     for user in ["root", "nobody"] {
-        let sb = Sandbox { nodes: ANSWERING, link: Some("/nix/store/not-mounted-driver".into()), kernel: K550, user };
+        let sb = Sandbox {
+            nodes: ANSWERING,
+            link: Some("/nix/store/not-mounted-driver".into()),
+            kernel: K550,
+            user,
+        };
         let (code, errs, _) = preflight(&sb, &[]);
         assert_eq!((code, errs), (1, set(&["driver-link-dangling"])), "{user}");
     }
@@ -195,17 +229,20 @@ fn dangling_driver_link() {
 #[test]
 fn without_nvidia_uvm() {
     let nodes = &ANSWERING[..2];
-    let (code, errs, warns) = preflight(&Sandbox { nodes, link: link("550"), kernel: K550, user: "root" }, &[]);
+    let (code, errs, warns) =
+        preflight(&Sandbox { nodes, link: link("550"), kernel: K550, user: "root" }, &[]);
     assert_eq!((code, errs), (0, set(&[])));
     assert_eq!(warns, set(&["no-device-node"]));
-    let (code, errs, _) = preflight(&Sandbox { nodes, link: link("550"), kernel: K550, user: "nobody" }, &[]);
+    let (code, errs, _) =
+        preflight(&Sandbox { nodes, link: link("550"), kernel: K550, user: "nobody" }, &[]);
     assert_eq!((code, errs), (1, set(&["no-device-node"])));
 }
 
 #[test]
 fn other_driver_release_than_the_kernel_module() {
     for user in ["root", "nobody"] {
-        let (code, errs, _) = preflight(&Sandbox { nodes: ANSWERING, link: link("535"), kernel: K550, user }, &[]);
+        let (code, errs, _) =
+            preflight(&Sandbox { nodes: ANSWERING, link: link("535"), kernel: K550, user }, &[]);
         assert_eq!((code, errs), (1, set(&["driver-version-mismatch"])), "{user}");
     }
 }
@@ -213,17 +250,21 @@ fn other_driver_release_than_the_kernel_module() {
 #[test]
 fn everything_present() {
     for user in ["root", "nobody"] {
-        let (code, errs, warns) = preflight(&Sandbox { nodes: ANSWERING, link: link("550"), kernel: K550, user }, &[]);
+        let (code, errs, warns) =
+            preflight(&Sandbox { nodes: ANSWERING, link: link("550"), kernel: K550, user }, &[]);
         assert_eq!((code, errs, warns), (0, set(&[]), set(&[])), "{user}");
     }
 }
 
 #[test]
 fn node_not_readable_by_the_build_user() {
-    let nodes = &[("nvidiactl", 1, 3, "600"), ("nvidia0", 1, 5, "666"), ("nvidia-uvm", 1, 3, "666")];
-    let (code, errs, _) = preflight(&Sandbox { nodes, link: link("550"), kernel: K550, user: "nobody" }, &[]);
+    let nodes =
+        &[("nvidiactl", 1, 3, "600"), ("nvidia0", 1, 5, "666"), ("nvidia-uvm", 1, 3, "666")];
+    let (code, errs, _) =
+        preflight(&Sandbox { nodes, link: link("550"), kernel: K550, user: "nobody" }, &[]);
     assert_eq!((code, errs), (1, set(&["device-node-not-openable"])));
-    let (code, _, _) = preflight(&Sandbox { nodes, link: link("550"), kernel: K550, user: "root" }, &[]);
+    let (code, _, _) =
+        preflight(&Sandbox { nodes, link: link("550"), kernel: K550, user: "root" }, &[]);
     assert_eq!(code, 0);
 }
 
@@ -233,7 +274,11 @@ fn program(dir: &Path, name: &str, names: &[&str]) -> PathBuf {
     let decls: String = names.iter().map(|n| format!("extern int {n}();\n")).collect();
     let calls: String = names.iter().map(|n| format!("  if (argc > 9) {n}();\n")).collect();
     let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, format!("{decls}int main(int argc, char **argv) {{\n{calls}  return 0;\n}}\n")).unwrap();
+    std::fs::write(
+        &src,
+        format!("{decls}int main(int argc, char **argv) {{\n{calls}  return 0;\n}}\n"),
+    )
+    .unwrap();
     let out = dir.join(name);
     let o = Command::new("gcc")
         .arg(&src)
@@ -249,10 +294,12 @@ fn program(dir: &Path, name: &str, names: &[&str]) -> PathBuf {
 
 /// What the dynamic loader says when it binds `prog` to the driver in `dir`.
 fn loader_verdict(prog: &Path, dir: &Path) -> Option<String> {
-    let o = Command::new(prog).env("LD_LIBRARY_PATH", dir).env("LD_BIND_NOW", "1").output().unwrap();
+    let o =
+        Command::new(prog).env("LD_LIBRARY_PATH", dir).env("LD_BIND_NOW", "1").output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     (!o.status.success()).then(|| {
-        let at = err.find("undefined symbol: ").unwrap_or_else(|| panic!("not a symbol error: {err}"));
+        let at =
+            err.find("undefined symbol: ").unwrap_or_else(|| panic!("not a symbol error: {err}"));
         err[at + 18..].split([',', ' ', '\n']).next().unwrap().to_string()
     })
 }
@@ -282,7 +329,11 @@ fn driver_lacks_symbol_on_two_releases() {
     // Functions only the 550 library exports (its .dynsym against 535's):
     // green contexts and the CUDA 12.4 graph API, beside one both have.
     let newer = program(tmp.path(), "green", &["cuInit", "cuCtxFromGreenCtx"]);
-    let graph = program(tmp.path(), "graph", &["cuInit", "cuStreamBeginCaptureToGraph", "cuGraphAddNode_v2"]);
+    let graph = program(
+        tmp.path(),
+        "graph",
+        &["cuInit", "cuStreamBeginCaptureToGraph", "cuGraphAddNode_v2"],
+    );
     let old = program(tmp.path(), "old", &["cuInit", "cuMemCreate", "cuCtxCreate_v2"]);
     for prog in [&newer, &graph, &old] {
         for dir in [d535, d550] {
@@ -290,8 +341,16 @@ fn driver_lacks_symbol_on_two_releases() {
             let loader = loader_verdict(prog, dir);
             // The loader names the first symbol it cannot bind; we name all.
             match &loader {
-                Some(sym) => assert!(ours.contains(sym), "{}: loader says {sym}, we say {ours:?}\n{json}", prog.display()),
-                None => assert!(ours.is_empty(), "{}: loader binds all, we say {ours:?}", prog.display()),
+                Some(sym) => assert!(
+                    ours.contains(sym),
+                    "{}: loader says {sym}, we say {ours:?}\n{json}",
+                    prog.display()
+                ),
+                None => assert!(
+                    ours.is_empty(),
+                    "{}: loader binds all, we say {ours:?}",
+                    prog.display()
+                ),
             }
         }
     }
@@ -316,7 +375,12 @@ fn asked_for_by_name_is_a_warning() {
     let o = Command::new("gcc").arg(&src).arg("-o").arg(&prog).arg("-ldl").output().unwrap();
     assert!(o.status.success());
     let (_, json) = lacking(&prog, d535);
-    let by_name: Vec<&Value> = json["preflight"]["checks"].as_array().unwrap().iter().filter(|c| c["id"] == "driver-lacks-symbol-by-name").collect();
+    let by_name: Vec<&Value> = json["preflight"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["id"] == "driver-lacks-symbol-by-name")
+        .collect();
     assert_eq!(by_name.len(), 1, "{json}");
     assert_eq!(by_name[0]["status"], "warning");
     assert!(by_name[0]["message"].as_str().unwrap().contains("cuGreenCtxCreate"));

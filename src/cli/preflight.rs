@@ -69,14 +69,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         paths.extend(closure_of(root)?);
     }
     for p in &paths {
-        std::fs::symlink_metadata(p)
-            .with_context(|| format!("{}", p.display()))?;
+        std::fs::symlink_metadata(p).with_context(|| format!("{}", p.display()))?;
     }
     let capabilities = match &args.gpu_capability {
         Some(list) => list
             .split([';', ',', ' '])
             .filter(|s| !s.is_empty())
-            .map(|s| Capability::parse(s).with_context(|| format!("--gpu-capability: '{s}' is no compute capability")))
+            .map(|s| {
+                Capability::parse(s)
+                    .with_context(|| format!("--gpu-capability: '{s}' is no compute capability"))
+            })
             .collect::<anyhow::Result<Vec<_>>>()?,
         None => Vec::new(),
     };
@@ -104,9 +106,17 @@ fn closure_of(root: &PathBuf) -> anyhow::Result<Vec<PathBuf>> {
         .output()
         .with_context(|| format!("--closure {}: cannot run nix-store", root.display()))?;
     if !out.status.success() {
-        bail!("--closure {}: nix-store -qR failed: {}", root.display(), String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "--closure {}: nix-store -qR failed: {}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
-    Ok(String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(PathBuf::from).collect())
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(PathBuf::from)
+        .collect())
 }
 
 /// One line per check (`LEVEL: cuda-preflight: id: message`), its fix on
@@ -123,7 +133,12 @@ fn print_text(report: &Report, verbose: bool) -> anyhow::Result<()> {
             Status::Info => "INFO",
             Status::Ok => "OK",
         };
-        writeln!(out, "{level}: cuda-preflight: {}: {}", c.id, sanitize(&c.message, Controls::Replace))?;
+        writeln!(
+            out,
+            "{level}: cuda-preflight: {}: {}",
+            c.id,
+            sanitize(&c.message, Controls::Replace)
+        )?;
         if let Some(fix) = &c.fix {
             writeln!(out, "  fix: {}", sanitize(fix, Controls::Replace))?;
         }

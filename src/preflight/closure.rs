@@ -57,7 +57,13 @@ pub fn check(
     };
     let audit = crate::audit::audit_paths(paths, &policy(lib, caps));
     for f in &audit.failures {
-        out.push(Check::not_ok("closure-unreadable", Status::Error, f.path.display().to_string(), f.to_string(), "check the path"));
+        out.push(Check::not_ok(
+            "closure-unreadable",
+            Status::Error,
+            f.path.display().to_string(),
+            f.to_string(),
+            "check the path",
+        ));
     }
     let mut verdicts = 0;
     for f in audit.findings.iter().filter(|f| VERDICTS.contains(&f.check)) {
@@ -67,7 +73,13 @@ pub fn check(
             Severity::Warning => Status::Warning,
             Severity::Info => Status::Info,
         };
-        out.push(Check::not_ok(f.check.id(), status, f.path.display().to_string(), f.message.clone(), f.check.fix()));
+        out.push(Check::not_ok(
+            f.check.id(),
+            status,
+            f.path.display().to_string(),
+            f.message.clone(),
+            f.check.fix(),
+        ));
     }
     let mut drivers: BTreeMap<PathBuf, Option<BTreeSet<String>>> = BTreeMap::new();
     let mut compat_seen = BTreeSet::new();
@@ -75,7 +87,8 @@ pub fn check(
     for file in &audit.files {
         let Some(host) = &file.dynamic else { continue };
         let needs = host.loader.needed.iter().any(|n| n == "libcuda.so.1" || n == "libcuda.so");
-        let loads = host.driver_dlopen.iter().any(|n| n.starts_with("libcuda.so")) || host.static_cudart;
+        let loads =
+            host.driver_dlopen.iter().any(|n| n.starts_with("libcuda.so")) || host.static_cudart;
         if !needs && !loads {
             continue;
         }
@@ -93,12 +106,24 @@ pub fn check(
             .entry(against.resolved.clone())
             .or_insert_with(|| symbols::exported(&against.resolved).ok());
         let Some(exported) = exported else {
-            out.push(Check::not_ok("driver-symbols-unreadable", Status::Warning, against.resolved.display().to_string(), "the driver's dynamic symbols could not be read: symbols not checked", ""));
+            out.push(Check::not_ok(
+                "driver-symbols-unreadable",
+                Status::Warning,
+                against.resolved.display().to_string(),
+                "the driver's dynamic symbols could not be read: symbols not checked",
+                "",
+            ));
             continue;
         };
         match symbols::wants(&file.path, needs, loads) {
             Ok(w) => lacking += compare(&file.path, &w, exported, against, out),
-            Err(e) => out.push(Check::not_ok("closure-unreadable", Status::Error, file.path.display().to_string(), e.to_string(), "check the file")),
+            Err(e) => out.push(Check::not_ok(
+                "closure-unreadable",
+                Status::Error,
+                file.path.display().to_string(),
+                e.to_string(),
+                "check the file",
+            )),
         }
     }
     if verdicts == 0 && lacking == 0 {
@@ -110,13 +135,15 @@ pub fn check(
 /// The audit's policy: the driver found, the GPUs' capabilities, nothing else.
 fn policy(lib: &Libcuda, caps: &[Capability]) -> Policy {
     let driver = lib.version.and_then(|v| Driver::from_version(&v.to_string()).ok());
-    let requested = (!caps.is_empty()).then(|| Request { capabilities: caps.to_vec(), ptx: Vec::new() });
+    let requested =
+        (!caps.is_empty()).then(|| Request { capabilities: caps.to_vec(), ptx: Vec::new() });
     Policy {
         requested,
         forward_compat: false,
         driver_lib: "/run/opengl-driver/lib".into(),
         build_dirs: Vec::new(),
-        store_dir: std::env::var_os("NIX_STORE").map_or_else(|| PathBuf::from("/nix/store"), PathBuf::from),
+        store_dir: std::env::var_os("NIX_STORE")
+            .map_or_else(|| PathBuf::from("/nix/store"), PathBuf::from),
         system_lib_dirs: false,
         sysroot: None,
         scan: Scan::Found,
@@ -142,9 +169,16 @@ fn compat_libcuda(file: &Path, search: Option<&str>, driver: &Path) -> Option<Li
 }
 
 /// One file's wants against the driver's exports; returns how many lacked.
-fn compare(file: &Path, wants: &Wants, exported: &BTreeSet<String>, lib: &Libcuda, out: &mut Vec<Check>) -> usize {
+fn compare(
+    file: &Path,
+    wants: &Wants,
+    exported: &BTreeSet<String>,
+    lib: &Libcuda,
+    out: &mut Vec<Check>,
+) -> usize {
     let shown = file.display().to_string();
-    let drv = lib.version.map_or_else(|| lib.resolved.display().to_string(), |v| format!("driver {v}"));
+    let drv =
+        lib.version.map_or_else(|| lib.resolved.display().to_string(), |v| format!("driver {v}"));
     let mut lacking = 0;
     for imp in wants.imports.iter().filter(|i| !exported.contains(&i.name)) {
         lacking += 1;

@@ -60,7 +60,10 @@ pub fn check(dev: &Path, out: &mut Vec<Check>) -> GpuNodes {
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.strip_prefix("nvidia").is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit())))
+                .filter(|n| {
+                    n.strip_prefix("nvidia")
+                        .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -84,7 +87,14 @@ enum Need {
 }
 
 /// One node; true when it is usable.
-fn node(dev: &Path, name: &str, major: Option<u32>, need: Need, create: bool, out: &mut Vec<Check>) -> bool {
+fn node(
+    dev: &Path,
+    name: &str,
+    major: Option<u32>,
+    need: Need,
+    create: bool,
+    out: &mut Vec<Check>,
+) -> bool {
     let path = dev.join(name);
     let shown = path.display().to_string();
     let meta = match std::fs::symlink_metadata(&path) {
@@ -116,12 +126,25 @@ fn node(dev: &Path, name: &str, major: Option<u32>, need: Need, create: bool, ou
         return false;
     }
     if need == Need::Optional {
-        out.push(Check::ok("device-node", &shown, format!("{shown}: character device {maj}:{min} (needed by profilers only)")));
+        out.push(Check::ok(
+            "device-node",
+            &shown,
+            format!("{shown}: character device {maj}:{min} (needed by profilers only)"),
+        ));
         return true;
     }
-    match OpenOptions::new().read(true).write(true).custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK).open(&path) {
+    match OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(&path)
+    {
         Ok(_) => {
-            out.push(Check::ok("device-node", &shown, format!("{shown}: character device {maj}:{min}, opened read-write")));
+            out.push(Check::ok(
+                "device-node",
+                &shown,
+                format!("{shown}: character device {maj}:{min}, opened read-write"),
+            ));
             true
         }
         Err(e) => {
@@ -136,7 +159,13 @@ fn node(dev: &Path, name: &str, major: Option<u32>, need: Need, create: bool, ou
                 ),
                 _ => (crate::error::describe_io(&e), "check the node and the kernel module"),
             };
-            out.push(Check::not_ok("device-node-not-openable", Status::Error, &shown, format!("{shown}: cannot open read-write: {why}"), fix));
+            out.push(Check::not_ok(
+                "device-node-not-openable",
+                Status::Error,
+                &shown,
+                format!("{shown}: cannot open read-write: {why}"),
+                fix,
+            ));
             false
         }
     }
@@ -157,7 +186,13 @@ fn missing(dev: &Path, name: &str, need: Need, create: bool, out: &mut Vec<Check
             "on NixOS enable programs.nix-required-mounts.presets.nvidia-gpu and give the derivation requiredSystemFeatures = [ \"cuda\" ]; on a remote builder make sure the pre-build hook sees the .drv (NixOS/nix#9272)".to_string(),
         ),
     };
-    out.push(Check::not_ok(if need == Need::Optional { "device-node-optional" } else { "no-device-node" }, status, shown, message, fix));
+    out.push(Check::not_ok(
+        if need == Need::Optional { "device-node-optional" } else { "no-device-node" },
+        status,
+        shown,
+        message,
+        fix,
+    ));
 }
 
 /// Whether this process can make device nodes in `dev`: `CAP_MKNOD` in its
@@ -165,7 +200,9 @@ fn missing(dev: &Path, name: &str, need: Need, create: bool, out: &mut Vec<Check
 fn can_create(dev: &Path) -> bool {
     let cap = std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("CapEff:").map(|v| v.trim().to_string())))
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("CapEff:").map(|v| v.trim().to_string()))
+        })
         .and_then(|v| u64::from_str_radix(&v, 16).ok())
         .is_some_and(|caps| caps & (1 << 27) != 0);
     let Ok(c) = CString::new(dev.as_os_str().as_bytes()) else { return false };

@@ -74,7 +74,11 @@ pub fn check_folder(folder: &Path, out: &mut Vec<Check>) -> Option<Libcuda> {
         )),
         None => {
             let why = match dangling(&folder.join("libcuda.so.1")) {
-                Some((link, target)) => format!("{} points to {}, which does not exist here", link.display(), target.display()),
+                Some((link, target)) => format!(
+                    "{} points to {}, which does not exist here",
+                    link.display(),
+                    target.display()
+                ),
                 None => format!("no libcuda.so.1 in {shown}"),
             };
             out.push(Check::not_ok(

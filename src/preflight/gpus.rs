@@ -12,7 +12,11 @@ use super::{Check, Status};
 use crate::cuda::capabilities::Capability;
 
 /// The capabilities to check the closure's device code against.
-pub fn capabilities(given: &[Capability], gpu_nodes: usize, out: &mut Vec<Check>) -> Vec<Capability> {
+pub fn capabilities(
+    given: &[Capability],
+    gpu_nodes: usize,
+    out: &mut Vec<Check>,
+) -> Vec<Capability> {
     if !given.is_empty() {
         return given.to_vec();
     }
@@ -22,7 +26,11 @@ pub fn capabilities(given: &[Capability], gpu_nodes: usize, out: &mut Vec<Check>
     match nvidia_smi() {
         Ok(caps) if !caps.is_empty() => {
             let list: Vec<String> = caps.iter().map(ToString::to_string).collect();
-            out.push(Check::ok("gpu-capability", "nvidia-smi", format!("GPU compute capabilities {}", list.join(", "))));
+            out.push(Check::ok(
+                "gpu-capability",
+                "nvidia-smi",
+                format!("GPU compute capabilities {}", list.join(", ")),
+            ));
             caps
         }
         Ok(_) | Err(_) => {
@@ -62,9 +70,17 @@ pub fn probe(cmd: &str) -> Check {
             "probe-failed",
             Status::Error,
             cmd,
-            format!("`{cmd}` failed ({s}): the program's own CUDA call says GPU code does not run here"),
+            format!(
+                "`{cmd}` failed ({s}): the program's own CUDA call says GPU code does not run here"
+            ),
             "read the program's output; the checks above name the likely cause",
         ),
-        Err(e) => Check::not_ok("probe-failed", Status::Error, cmd, format!("cannot run `sh -c {cmd}`: {e}"), "check the command"),
+        Err(e) => Check::not_ok(
+            "probe-failed",
+            Status::Error,
+            cmd,
+            format!("cannot run `sh -c {cmd}`: {e}"),
+            "check the command",
+        ),
     }
 }

@@ -68,7 +68,13 @@ pub struct Check {
 impl Check {
     /// A check that passed.
     pub fn ok(id: &'static str, subject: impl Into<String>, message: impl Into<String>) -> Check {
-        Check { id, status: Status::Ok, subject: subject.into(), message: message.into(), fix: None }
+        Check {
+            id,
+            status: Status::Ok,
+            subject: subject.into(),
+            message: message.into(),
+            fix: None,
+        }
     }
 
     /// A check that did not pass (or an informative line).

@@ -88,7 +88,9 @@ pub fn wants(path: &Path, needs_libcuda: bool, names_too: bool) -> Result<Wants,
         let syms = dynsyms(elf)?;
         let mut out = Wants::default();
         let asks = names_too
-            || syms.iter().any(|s| !s.defined && (s.name == "cuGetProcAddress" || s.name == "dlsym"));
+            || syms
+                .iter()
+                .any(|s| !s.defined && (s.name == "cuGetProcAddress" || s.name == "dlsym"));
         if needs_libcuda {
             out.imports = syms
                 .into_iter()
@@ -124,8 +126,9 @@ pub fn driver_api(name: &str) -> bool {
 /// `cu` + capital names that are not the driver's: NVIDIA's other
 /// libraries spell their own prefixes so (cuDNN's `cuDNN`, cuTENSOR,
 /// cuFile's `cuFile`).
-const FAMILIES_NOT_DRIVER: &[&str] =
-    &["cuDNN", "cuFile", "cuTensor", "cuTENSOR", "cuSPARSE", "cuBLAS", "cuFFT", "cuRAND", "cuSOLVER"];
+const FAMILIES_NOT_DRIVER: &[&str] = &[
+    "cuDNN", "cuFile", "cuTensor", "cuTENSOR", "cuSPARSE", "cuBLAS", "cuFFT", "cuRAND", "cuSOLVER",
+];
 
 /// Every NUL-terminated string of `bytes` that is a whole driver API name.
 fn names_in(bytes: &[u8], out: &mut BTreeSet<String>) {
@@ -171,7 +174,8 @@ fn dynsyms(elf: &Elf<'_>) -> Result<Vec<Sym>, SymbolError> {
         .iter()
         .find(|s| s.sh_type == SHT_DYNSYM)
         .ok_or_else(|| bad("no dynamic symbol table (.dynsym)"))?;
-    let names = section(elf, elf.shdrs.get(table.link as usize).ok_or_else(|| bad("bad .dynsym link"))?)?;
+    let names =
+        section(elf, elf.shdrs.get(table.link as usize).ok_or_else(|| bad("bad .dynsym link"))?)?;
     let l = elf.layout;
     let entsize: u64 = if l.is64 { 24 } else { 16 };
     let count = table.size / entsize;
@@ -183,21 +187,32 @@ fn dynsyms(elf: &Elf<'_>) -> Result<Vec<Sym>, SymbolError> {
         let e = |x| bad(format!("{x}"));
         let name_off = l.u32(elf.data, at, "symbol").map_err(e)?;
         let (info_at, shndx_at) = if l.is64 { (at + 4, at + 6) } else { (at + 12, at + 14) };
-        let info = elf.data.get(info_at as usize).copied().ok_or_else(|| bad("truncated symbol"))?;
+        let info =
+            elf.data.get(info_at as usize).copied().ok_or_else(|| bad("truncated symbol"))?;
         let shndx = l.u16(elf.data, shndx_at, "symbol").map_err(|x| bad(x.to_string()))?;
         let name = cstr(names.get(name_off as usize..).unwrap_or_default()).unwrap_or_default();
         if name.is_empty() {
             continue;
         }
         let version = match versym {
-            Some(v) => l.u16(elf.data, v.offset + i * 2, "version").map_err(|x| bad(x.to_string()))? & 0x7fff,
+            Some(v) => {
+                l.u16(elf.data, v.offset + i * 2, "version").map_err(|x| bad(x.to_string()))?
+                    & 0x7fff
+            }
             None => 0,
         };
         out.push(Sym {
             name: String::from_utf8_lossy(name).into_owned(),
             defined: shndx != 0,
             weak: info >> 4 == 2,
-            needs: if shndx == 0 { needs.iter().find(|(idx, _, _)| *idx == version).map(|(_, f, v)| (f.clone(), v.clone())) } else { None },
+            needs: if shndx == 0 {
+                needs
+                    .iter()
+                    .find(|(idx, _, _)| *idx == version)
+                    .map(|(_, f, v)| (f.clone(), v.clone()))
+            } else {
+                None
+            },
         });
     }
     Ok(out)
@@ -208,10 +223,15 @@ fn verneed(elf: &Elf<'_>) -> Result<Vec<(u16, String, String)>, SymbolError> {
     let Some(sh) = elf.shdrs.iter().find(|s| s.sh_type == SHT_GNU_VERNEED) else {
         return Ok(Vec::new());
     };
-    let strs = section(elf, elf.shdrs.get(sh.link as usize).ok_or_else(|| bad("bad .gnu.version_r link"))?)?;
+    let strs = section(
+        elf,
+        elf.shdrs.get(sh.link as usize).ok_or_else(|| bad("bad .gnu.version_r link"))?,
+    )?;
     let text = |off: u32| {
-        String::from_utf8_lossy(cstr(strs.get(off as usize..).unwrap_or_default()).unwrap_or_default())
-            .into_owned()
+        String::from_utf8_lossy(
+            cstr(strs.get(off as usize..).unwrap_or_default()).unwrap_or_default(),
+        )
+        .into_owned()
     };
     let l = elf.layout;
     let e = |x: crate::elf::ElfError| bad(x.to_string());

@@ -34,6 +34,8 @@ real=${PM_DRIVER:-$(dirname "$(readlink -f "$(ldconfig -p | awk '/libcuda.so.1 /
 hostdev=${PM_HOSTDEV:-/dev}
 kernel=$(awk '/NVRM version/{for(i=1;i<=NF;i++) if ($i ~ /^[0-9]+\.[0-9]+\.[0-9]+$/) {print $i; exit}}' /proc/driver/nvidia/version 2>/dev/null)
 echo "driver folder $real, kernel module $kernel" | tee -a "$log"
+{ nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader; uname -r; nvcc --version | tail -2
+  python3 -c 'import torch; print("torch", torch.__version__)'; id nobody; } 2>&1 | tee -a "$log"
 ls -l "$hostdev"/nvidia* | tee -a "$log"
 grep -i nvidia /proc/devices | tee -a "$log"
 
@@ -46,7 +48,7 @@ cp -a "$w"/deb/usr/lib/x86_64-linux-gnu/nvidia/current/. "$w/store/driver-535/li
 ls -l "$w/store/driver-535/lib" | tee -a "$log"
 cp "$carry/cuda-preflight" "$w/bin/"
 nvcc -O2 -arch=sm_90 -o "$w/bin/probe" "$here/preflight-probe.cu" -ldl 2>&1 | tail -3
-chmod -R a+rX "$w"
+chmod -R a+rX "$w/bin" "$w/store/driver-535" "$w/home"
 
 # What the loader could find outside the link: the driver folders are
 # covered whole; a libcuda file elsewhere (a folder such as /usr/lib, which
@@ -76,6 +78,7 @@ case $config in
   nodes-no-driver) node nvidiactl; node nvidia0; node nvidia-uvm; node nvidia-uvm-tools ;;
   dangling-link) node nvidiactl; node nvidia0; node nvidia-uvm; node nvidia-uvm-tools
     ln -s "$w/store/not-mounted" /run/opengl-driver ;;
+  driver-no-nodes) ln -s "$w/store/driver-host" /run/opengl-driver ;;
   no-uvm) node nvidiactl; node nvidia0
     ln -s "$w/store/driver-host" /run/opengl-driver ;;
   driver-535) node nvidiactl; node nvidia0; node nvidia-uvm; node nvidia-uvm-tools
@@ -99,7 +102,7 @@ INNER
 }
 
 printf '| configuration | user | cuda-preflight | errors (warnings) | cuInit | kernel launch | torch.cuda.is_available() | agree |\n|---|---|---|---|---|---|---|---|\n' >"$out/matrix.md"
-for config in nothing nodes-no-driver dangling-link no-uvm driver-535 everything; do
+for config in nothing nodes-no-driver dangling-link driver-no-nodes no-uvm driver-535 everything; do
   for user in root nobody; do
     cell=$(sandbox "$config" "$user" 2>&1)
     echo "$cell" >>"$log"
