@@ -42,9 +42,16 @@ cudaPreflightHook() {
   local -a paths=()
   local o
   if [[ -z ${dontCudaPreflightOutputs-} ]]; then
-    for o in ${outputs-out}; do
-      [[ -e ${!o-} ]] && paths+=("${!o}")
-    done
+    if [[ $(declare -p outputs 2>/dev/null) == "declare -A"* ]]; then
+      # Structured attributes: output name -> path.
+      for o in "${outputs[@]}"; do
+        [[ -e $o ]] && paths+=("$o")
+      done
+    else
+      for o in ${outputs-out}; do
+        [[ -e ${!o-} ]] && paths+=("${!o}")
+      done
+    fi
   fi
   nixInfoLog "checking the sandbox for GPU code${paths[*]:+ against ${paths[*]}}"
   local rc=0

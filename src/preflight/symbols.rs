@@ -239,7 +239,7 @@ fn verneed(elf: &Elf<'_>) -> Result<Vec<(u16, String, String)>, SymbolError> {
     let mut at = sh.offset;
     // At most as many entries as the section header says (sh_info), so a
     // looping chain ends.
-    for _ in 0..sh.info.max(1).min(4096) {
+    for _ in 0..sh.info.clamp(1, 4096) {
         let cnt = l.u16(elf.data, at + 2, "verneed").map_err(e)?;
         let file = text(l.u32(elf.data, at + 4, "verneed").map_err(e)?);
         let mut aux = at + u64::from(l.u32(elf.data, at + 8, "verneed").map_err(e)?);
