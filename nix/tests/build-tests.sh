@@ -398,6 +398,10 @@ test_cuda_preflight() {
     "cudaPreflightHook: ERROR: GPU code will not run in this sandbox"; then
     refute preflight-gpucheck "GPU TESTS RAN"
   fi
+  if expect preflight-sa 100 "ERROR: cuda-preflight: no-device-node" "structuredAttrs is enabled" \
+    "INFO: cuda-preflight: closure-not-checked"; then
+    refute preflight-sa "GPU TESTS RAN"
+  fi
   expect preflight-off 0 "GPU TESTS RAN"
   if expect preflight-installcheck 100 "ERROR: cuda-preflight: no-device-node"; then
     refute preflight-installcheck "GPU TESTS RAN"

@@ -708,6 +708,22 @@ in
     '';
     installPhase = "true";
   };
+  # With structured attributes (outputs an associative array): the outputs
+  # are still handed over as the closure.
+  preflight-sa = stdenv.mkDerivation {
+    name = "preflight-sa";
+    __structuredAttrs = true;
+    dontUnpack = true;
+    nativeBuildInputs = [ hooks.cudaPreflightHook ];
+    doCheck = true;
+    buildPhase = ''mkdir -p "$out/bin"'';
+    checkPhase = ''
+      runHook preCheck
+      echo "GPU TESTS RAN" >&2
+      runHook postCheck
+    '';
+    installPhase = "true";
+  };
   # The same, turned off as the other hooks are.
   preflight-off = stdenv.mkDerivation {
     name = "preflight-off";
