@@ -398,4 +398,13 @@ fn bad_arguments_exit_2() {
     let o = Command::new(BIN).arg("/nonexistent/closure").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/closure"));
+    // --closure needs nix-store: without it, exit 2 naming the path.
+    let o = Command::new(BIN)
+        .args(["--closure", "/nix/store/x-absent"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--closure /nix/store/x-absent: cannot run nix-store"), "{err}");
 }

@@ -60,7 +60,7 @@ pub fn check_folder(folder: &Path, out: &mut Vec<Check>) -> Option<Libcuda> {
                 Status::Error,
                 &shown,
                 format!("no {shown}: the sandbox has no GPU driver"),
-                "on NixOS enable programs.nix-required-mounts.presets.nvidia-gpu (it mounts /run/opengl-driver and its target); elsewhere pass --driver-link with the folder that holds libcuda.so.1",
+                "on NixOS enable programs.nix-required-mounts.presets.nvidia-gpu (it mounts /run/opengl-driver and its target); elsewhere pass --driver-folder with the folder that holds libcuda.so.1",
             ),
         });
         return None;
