@@ -33,7 +33,7 @@ while (($#)); do
   case $1 in
     --quick) quick=true ;;
     --only) only=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache,torch]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache,torch,preflight]" >&2; exit 2 ;;
   esac
   shift
 done
