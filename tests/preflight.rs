@@ -79,6 +79,15 @@ struct Sandbox<'a> {
 
 /// Runs cuda-preflight in the sandbox; returns (exit code, error ids, warning ids).
 fn preflight(sb: &Sandbox<'_>, extra: &[&str]) -> (i32, BTreeSet<String>, BTreeSet<String>) {
+    preflight_with(sb, extra, None)
+}
+
+/// [`preflight`] with `LD_LIBRARY_PATH` set to `ld_path` for the tool.
+fn preflight_with(
+    sb: &Sandbox<'_>,
+    extra: &[&str],
+    ld_path: Option<&Path>,
+) -> (i32, BTreeSet<String>, BTreeSet<String>) {
     let mut script = String::from(
         "set -e; h=$(mktemp -d); mount --bind /dev $h; mount -t tmpfs -o mode=755 tmpfs /dev\n\
          for n in null zero urandom; do touch /dev/$n; mount --bind $h/$n /dev/$n; done\n\
@@ -106,7 +115,12 @@ fn preflight(sb: &Sandbox<'_>, extra: &[&str]) -> (i32, BTreeSet<String>, BTreeS
         "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all ".into()
     };
     script += &format!("exec {run}\"$@\"\n");
-    let o = Command::new("unshare")
+    let mut cmd = Command::new("unshare");
+    cmd.env_remove("LD_LIBRARY_PATH");
+    if let Some(p) = ld_path {
+        cmd.env("LD_LIBRARY_PATH", p);
+    }
+    let o = cmd
         .args(["-m", "--propagation", "private", "bash", "-c", &script, "preflight-sandbox"])
         .arg(BIN)
         .args(["--format", "json", "--gpu-capability", "9.0"])
@@ -245,6 +259,17 @@ fn other_driver_release_than_the_kernel_module() {
             preflight(&Sandbox { nodes: ANSWERING, link: link("535"), kernel: K550, user }, &[]);
         assert_eq!((code, errs), (1, set(&["driver-version-mismatch"])), "{user}");
     }
+}
+
+#[test]
+fn an_older_libcuda_on_ld_library_path() {
+    // The driver folder matches the kernel module, but LD_LIBRARY_PATH
+    // puts the 535 library first: it is the one programs load (803).
+    let (d535, _) = drivers();
+    let sb = Sandbox { nodes: ANSWERING, link: link("550"), kernel: K550, user: "nobody" };
+    let (code, errs, warns) = preflight_with(&sb, &[], Some(d535));
+    assert_eq!((code, errs), (1, set(&["cuda-compat-older-than-kernel"])));
+    assert_eq!(warns, set(&["libcuda-on-search-path"]));
 }
 
 #[test]

@@ -220,6 +220,38 @@ pub fn check_compat(compat: &Libcuda, kernel: Option<&KernelModule>, out: &mut V
     }
 }
 
+/// `LD_LIBRARY_PATH` comes before RUNPATH and the driver folder: a
+/// `libcuda.so.1` in one of its folders is the one every program loads.
+/// The first one found is checked: the driver folder's is fine; another is
+/// treated as a user-space driver of its own (cuda_compat's rules against
+/// the kernel module) and named, since it shadows the driver folder.
+pub fn check_search_path(
+    lib: Option<&Libcuda>,
+    kernel: Option<&KernelModule>,
+    out: &mut Vec<Check>,
+) {
+    let Some(value) = std::env::var_os("LD_LIBRARY_PATH") else { return };
+    for dir in std::env::split_paths(&value).filter(|d| !d.as_os_str().is_empty()) {
+        let Some(other) = libcuda_in(&dir) else { continue };
+        if lib.is_some_and(|l| l.resolved == other.resolved) {
+            return;
+        }
+        out.push(Check::not_ok(
+            "libcuda-on-search-path",
+            Status::Warning,
+            dir.display().to_string(),
+            format!(
+                "LD_LIBRARY_PATH's {} ({}) is loaded instead of the driver folder's libcuda",
+                other.path.display(),
+                other.resolved.display()
+            ),
+            "unset LD_LIBRARY_PATH's driver folder unless it is a cuda_compat you mean to use",
+        ));
+        check_compat(&other, kernel, out);
+        return;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

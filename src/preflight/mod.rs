@@ -130,6 +130,7 @@ pub fn run(settings: &Settings) -> Report {
     let found = driver::check_folder(&settings.driver_folder, &mut checks);
     let kernel = driver::kernel_module();
     driver::check_versions(found.as_ref(), kernel.as_ref(), &mut checks);
+    driver::check_search_path(found.as_ref(), kernel.as_ref(), &mut checks);
     let caps = gpus::capabilities(&settings.capabilities, nodes, &mut checks);
     if !settings.paths.is_empty() {
         closure::check(&settings.paths, found.as_ref(), kernel.as_ref(), &caps, &mut checks);
