@@ -6,7 +6,7 @@
 # build scripts and proc-macros (host artifacts) stay dynamic, as they must.
 HOST := $(shell rustc -vV | sed -n 's/^host: //p')
 STATIC_DIR := target/$(HOST)/release
-BINS := no-broken-symlinks auto-add-driver-runpath cuda-elf-inspect
+BINS := no-broken-symlinks auto-add-driver-runpath cuda-elf-inspect cuda-preflight
 
 .PHONY: static demo test tools lint
 static:

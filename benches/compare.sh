@@ -7,7 +7,7 @@
 #   benches/compare.sh --quick         small inputs, few rounds: CI's smoke test
 #   PREVIOUS=DIR benches/compare.sh    also the audit against an earlier build's binaries
 #   benches/compare.sh --only LIST     only these sections (comma-separated):
-#                                      symlinks, runpath, cross, listing, audit, reading, references, why, scaling, cache, torch, coverage
+#                                      symlinks, runpath, cross, listing, audit, reading, references, why, scaling, cache, torch, coverage, preflight
 #   READING_DIRS="DIR..." benches/compare.sh --only reading
 #                                      the reading rows on these folders too (e.g. the NVIDIA
 #                                      wheels of CUDA 11.8-13 unpacked, docs/reading-survey.md)
@@ -28,12 +28,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 quick=false
-only=symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache,torch,coverage
+only=symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache,torch,coverage,preflight
 while (($#)); do
   case $1 in
     --quick) quick=true ;;
     --only) only=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache,torch,coverage]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache,torch,coverage,preflight]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -783,6 +783,30 @@ if want coverage; then
     else
       note "the corpus cache could not be made: the deep-pass row is missing"
     fi
+  fi
+fi
+
+# ---- cuda-preflight ------------------------------------------------------------------------
+# A sandbox's pre-flight against a closure (issue 32): the test corpus
+# (cuRAND 12 and 13, cupy, cuFFT; --quick: cuRAND 12) as the closure, the
+# driver folder of Debian's libcuda 550.163.01 (tests/tools/corpus.sh), the
+# GPU's capability given. The anchor is the audit alone on the same files
+# with that driver: what the device, driver-folder and symbol checks add.
+# The issue's bound: under 50 ms.
+if want preflight; then
+  sets=(curand12 curand13 cupy cufft)
+  $quick && sets=(curand12)
+  if pre_files=$(corpus "${sets[@]}") && corpus libcuda550 >/dev/null; then
+    mapfile -t pre_dirs < <(for f in $pre_files; do d=${f#"$root/.cache/corpus/lib/"}; echo "$root/.cache/corpus/lib/${d%%/*}"; done | sort -u)
+    drv=$root/.cache/corpus/lib/libcuda550/libcuda1/usr/lib/x86_64-linux-gnu/nvidia/current
+    r=9
+    $quick && r=3
+    size="closure: ${sets[*]} ($(wc -w <<<"$pre_files") files, $(mb $pre_files)); driver 550.163.01"
+    compare "cuda-preflight of a sandbox against a closure, warm" "$size" "$r" "$r" "cuda-elf-inspect --driver-version 550.163.01 --cuda-capabilities 9.0 (the audit alone)" \
+      -- "$bin/cuda-preflight" --driver-folder "$drv" --gpu-capability 9.0 "${pre_dirs[@]}" \
+      -- "$bin/cuda-elf-inspect" --driver-version 550.163.01 --cuda-capabilities 9.0 "${pre_dirs[@]}"
+  else
+    note "the corpus or Debian's libcuda could not be had: the cuda-preflight row is missing"
   fi
 fi
 

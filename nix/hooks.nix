@@ -14,6 +14,7 @@
 #   @noBrokenSymlinks@      path of the no-broken-symlinks binary
 #   @autoAddDriverRunpath@  path of the auto-add-driver-runpath binary
 #   @cudaElfInspect@        path of the cuda-elf-inspect binary
+#   @cudaPreflight@         path of the cuda-preflight binary
 #   @cudaCapabilities@      the CUDA package set's capabilities, ";"-separated
 #                           ("8.6;9.0", the form `--cuda-capabilities` takes)
 #   @cudaForwardCompat@     "1" when forward compatibility (a PTX target for the
@@ -84,6 +85,14 @@ let
       meta = meta "Fails a CUDA build whose ELF files lack GPU code for the requested cudaCapabilities";
     } ../hooks/cuda-elf-inspect.sh;
 
+  # For GPU test derivations (passthru.gpuCheck): checks the sandbox before
+  # the check phase and fails at once with the reason (docs/preflight.md).
+  cudaPreflightHook = makeSetupHook {
+    name = "cuda-preflight-hook";
+    substitutions.cudaPreflight = bin "cuda-preflight";
+    meta = meta "Fails a GPU test build at once, with the reason, when GPU code cannot run in its sandbox";
+  } ../hooks/cuda-preflight.sh;
+
   noBrokenSymlinksHook = makeSetupHook {
     name = "no-broken-symlinks-hook";
     substitutions.noBrokenSymlinks = bin "no-broken-symlinks";
@@ -143,6 +152,7 @@ in
 {
   inherit
     autoAddDriverRunpath
+    cudaPreflightHook
     noBrokenSymlinksHook
     mkCudaElfInspectHook
     mkAutoAddCudaCompatRunpath

@@ -23,6 +23,7 @@ let
     "no-broken-symlinks"
     "auto-add-driver-runpath"
     "cuda-elf-inspect"
+    "cuda-preflight"
   ];
 in
 rustPlatform.buildRustPackage (finalAttrs: {

@@ -36,6 +36,7 @@ pub mod fs;
 pub mod inspect;
 pub mod log;
 pub mod output;
+pub mod preflight;
 pub mod report;
 pub mod store;
 pub mod symlinks;

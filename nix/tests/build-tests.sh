@@ -390,6 +390,24 @@ test_dlopen_runpath() {
   expect dlopen-missing-folder 100 "/nonexistent/dlopen/lib" "no such file or directory"
 }
 
+# ---- cudaPreflightHook ------------------------------------------------------------
+test_cuda_preflight() {
+  # This machine has no GPU: the hook stops the build before the tests run.
+  if expect preflight-gpucheck 100 "ERROR: cuda-preflight: no-device-node: no /dev/nvidiactl: the sandbox has no GPU" \
+    "programs.nix-required-mounts.presets.nvidia-gpu" "ERROR: cuda-preflight: no-driver-folder" \
+    "cudaPreflightHook: ERROR: GPU code will not run in this sandbox"; then
+    refute preflight-gpucheck "GPU TESTS RAN"
+  fi
+  if expect preflight-sa 100 "ERROR: cuda-preflight: no-device-node" "structuredAttrs is enabled" \
+    "INFO: cuda-preflight: closure-not-checked"; then
+    refute preflight-sa "GPU TESTS RAN"
+  fi
+  expect preflight-off 0 "GPU TESTS RAN"
+  if expect preflight-installcheck 100 "ERROR: cuda-preflight: no-device-node"; then
+    refute preflight-installcheck "GPU TESTS RAN"
+  fi
+}
+
 test_setup_order
 test_no_broken_symlinks
 test_no_broken_symlinks_structured_attrs
@@ -422,6 +440,7 @@ if [[ -f hooks/auto-add-driver-runpath.sh ]]; then
 else
   echo "note: hooks/auto-add-driver-runpath.sh not merged yet; its build tests wait for it"
 fi
+requires "cudaPreflightHook prerequisites" "$bin_dir/cuda-preflight" && test_cuda_preflight
 # The inspect hook may land before its binary: its cases (and audit.nix's) run
 # once Cargo.toml declares the binary, and then require it built.
 declared_bin() { grep -Eq "^name = \"$1\"" Cargo.toml; }

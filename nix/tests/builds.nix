@@ -689,4 +689,73 @@ in
     extraFlags = [ "--system-lib-dirs" ];
     failOnFindings = true;
   };
+
+  # ---- cudaPreflightHook (issue 32) --------------------------------------------
+  # A gpuCheck-style derivation: a test that would run GPU code in its check
+  # phase, in the sandbox of a machine without a GPU (this one). The hook
+  # must stop the build before the tests, with the reason.
+  preflight-gpucheck = stdenv.mkDerivation {
+    name = "preflight-gpucheck";
+    dontUnpack = true;
+    nativeBuildInputs = [ hooks.cudaPreflightHook ];
+    doCheck = true;
+    buildPhase = ''mkdir -p "$out/bin"; echo build >"$out/log"'';
+    # As every check phase of Nixpkgs is written (pytestCheckHook's too).
+    checkPhase = ''
+      runHook preCheck
+      echo "GPU TESTS RAN" >&2
+      runHook postCheck
+    '';
+    installPhase = "true";
+  };
+  # With structured attributes (outputs an associative array): the outputs
+  # are still handed over as the closure.
+  preflight-sa = stdenv.mkDerivation {
+    name = "preflight-sa";
+    __structuredAttrs = true;
+    dontUnpack = true;
+    nativeBuildInputs = [ hooks.cudaPreflightHook ];
+    doCheck = true;
+    buildPhase = ''mkdir -p "$out/bin"'';
+    checkPhase = ''
+      runHook preCheck
+      echo "GPU TESTS RAN" >&2
+      runHook postCheck
+    '';
+    installPhase = "true";
+  };
+  # The same, turned off as the other hooks are.
+  preflight-off = stdenv.mkDerivation {
+    name = "preflight-off";
+    dontUnpack = true;
+    nativeBuildInputs = [ hooks.cudaPreflightHook ];
+    dontCudaPreflight = true;
+    doCheck = true;
+    buildPhase = ''mkdir -p "$out"'';
+    # As every check phase of Nixpkgs is written (pytestCheckHook's too).
+    checkPhase = ''
+      runHook preCheck
+      echo "GPU TESTS RAN" >&2
+      runHook postCheck
+    '';
+    installPhase = "true";
+  };
+  # Through installCheck (how passthru.gpuCheck of Python packages runs
+  # pytest), with a flag for the GPUs' capability.
+  preflight-installcheck = stdenv.mkDerivation {
+    name = "preflight-installcheck";
+    dontUnpack = true;
+    nativeBuildInputs = [ hooks.cudaPreflightHook ];
+    cudaPreflightFlags = [
+      "--gpu-capability"
+      "8.6"
+    ];
+    doInstallCheck = true;
+    installPhase = ''mkdir -p "$out"'';
+    installCheckPhase = ''
+      runHook preInstallCheck
+      echo "GPU TESTS RAN" >&2
+      runHook postInstallCheck
+    '';
+  };
 }

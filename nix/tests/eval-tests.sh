@@ -26,7 +26,8 @@ eval_true "builds.nix: every test derivation evaluates to a named derivation" "
 # every substitution names a placeholder the script has (catches typos both ways).
 for pair in no-broken-symlinks.sh:noBrokenSymlinksHook auto-add-driver-runpath.sh:autoAddDriverRunpath \
   auto-fix-elf-files-driver-runpath.sh:autoFixElfFilesDriverRunpath cuda-elf-inspect.sh:cuda \
-  auto-add-cuda-compat-runpath.sh:compat auto-add-dlopen-runpath.sh:autoAddDlopenRunpath; do
+  auto-add-cuda-compat-runpath.sh:compat auto-add-dlopen-runpath.sh:autoAddDlopenRunpath \
+  cuda-preflight.sh:cudaPreflightHook; do
   script=${pair%%:*} attr=${pair#*:}
   [[ -f hooks/$script ]] || continue
   if [[ $attr == cuda ]]; then hook="$p.cudaPackages.cudaElfInspectHook"

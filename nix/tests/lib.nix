@@ -26,6 +26,7 @@ let
     "no-broken-symlinks"
     "auto-add-driver-runpath"
     "cuda-elf-inspect"
+    "cuda-preflight"
   ];
   presentBinaries = builtins.filter (n: builtins.pathExists "${binDir}/${n}") binaryNames;
 

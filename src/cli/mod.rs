@@ -9,6 +9,7 @@
 pub mod coverage;
 pub mod driver_runpath;
 pub mod inspect;
+pub mod preflight;
 pub mod symlinks;
 
 use std::ffi::OsString;

@@ -45,6 +45,8 @@ LAYERS = {
     "audit": 5,
     # Emitters of the audit's and the summary's results.
     "report": 6,
+    # The pre-flight: checks a sandbox or host, with the audit as one of its parts.
+    "preflight": 6,
     # The command-line front ends of the binaries.
     "cli": 7,
 }

@@ -25,7 +25,10 @@ mkdir -p "$cache/wheels" "$cache/lib"
 # A spec `deb:ARCH` is a Debian package set instead: the members are package
 # names, fetched with `apt-get download` for that architecture (multiarch,
 # `dpkg --add-architecture`) from this machine's Debian release; their shared
-# libraries are unpacked.
+# libraries are unpacked. `deb:ARCH:SUITE/COMPONENT` fetches from that
+# suite and component of deb.debian.org instead, through a private apt
+# configuration under .cache/corpus/apt (the machine's own sources and
+# lists are left alone).
 sets=(
   "curand12|nvidia-curand-cu12==10.3.10.19|*/libcurand.so.10"
   "curand13|nvidia-curand==10.4.5.25|*/libcurand.so.10"
@@ -58,6 +61,11 @@ sets=(
   "cudart12|nvidia-cuda-runtime-cu12==12.9.79|*/libcudart.so.12"
   "deb-ffmpeg|deb:amd64|libavutil57=7:5.1.9-0+deb12u1 libavcodec59=7:5.1.9-0+deb12u1"
   "cudnn910|nvidia-cudnn-cu12==9.10.2.21|*/libcudnn_adv.so.9"
+  # issue 32 (cuda-preflight): the driver's user-space libraries of two
+  # releases, from Debian's non-free component (bookworm 535, trixie 550):
+  # the symbol-by-symbol check reads their .dynsym; never loaded
+  "libcuda535|deb:amd64:bookworm/non-free|libcuda1=535.261.03-1 libnvidia-ptxjitcompiler1=535.261.03-1"
+  "libcuda550|deb:amd64:trixie/non-free|libcuda1=550.163.01-2 libnvidia-ptxjitcompiler1=550.163.01-2"
 )
 # sha256 of a wheel, by spec (and platform): a wheel that differs is refused.
 declare -A pinned=(
@@ -133,9 +141,21 @@ wheel_for() {
 # package lists when this machine does not know it yet (as root, under the
 # apt lock the test tools share).
 debs_for() {
-  local arch=$1 dest=$2 tmp pkg want
+  local arch=$1 dest=$2 tmp pkg want apt=()
   shift 2
-  if [[ $arch != "$(dpkg --print-architecture)" ]] &&
+  if [[ $arch == *:* ]]; then
+    # A suite and component of Debian's archive, read through private lists.
+    local where=${arch#*:} dir
+    arch=${arch%%:*}
+    dir=$cache/apt/${where//\//-}
+    mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial"
+    echo "deb [arch=$arch signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian ${where%%/*} ${where#*/}" >"$dir/sources.list"
+    apt=(-o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+      -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache")
+    if ! ls "$dir/lists/"*Packages* >/dev/null 2>&1; then
+      apt-get "${apt[@]}" -o APT::Sandbox::User=root update -qq >&2
+    fi
+  elif [[ $arch != "$(dpkg --print-architecture)" ]] &&
     { ! dpkg --print-foreign-architectures | grep -qx "$arch" ||
       ! apt-cache show "zlib1g:$arch" >/dev/null 2>&1; }; then
     echo "corpus.sh: adding the $arch architecture to apt" >&2
@@ -146,7 +166,7 @@ debs_for() {
   for pkg in "$@"; do
     # NAME=VERSION pins a version: apt spells it NAME:ARCH=VERSION.
     if [[ $pkg == *=* ]]; then want="${pkg%%=*}:$arch=${pkg#*=}"; else want="$pkg:$arch"; fi
-    if ! (cd "$tmp" && apt-get -o APT::Sandbox::User=root download -qq "$want" >&2); then
+    if ! (cd "$tmp" && apt-get ${apt[@]+"${apt[@]}"} -o APT::Sandbox::User=root download -qq "$want" >&2); then
       rm -rf "$tmp"
       echo "corpus.sh: apt-get download $pkg:$arch failed" >&2
       return 1
