@@ -390,6 +390,96 @@ test_dlopen_runpath() {
   expect dlopen-missing-folder 100 "/nonexistent/dlopen/lib" "no such file or directory"
 }
 
+# ---- one RUNPATH pass: Nixpkgs' hook chain in every order it supports vs ours ------
+# "FILE RUNPATH" for every file of a redist-like build, its own outputs
+# written OUT and LIB (each build has its own).
+one_pass_runpaths() {
+  local out lib f
+  out=$(output_path "onePass.$1" out) && lib=$(output_path "onePass.$1" lib) || return 1
+  for f in "$out"/bin/* "$out"/lib/* "$lib"/lib/*; do
+    printf '%s %s\n' "${f#"${f%/*/*}"/}" "$(runpath_or_dash "$f" | sed "s|$out|OUT|g; s|$lib|LIB|g")"
+  done
+}
+# removeStubsFromRunpath's per-entry DEBUG lines of a build's log, sorted,
+# its outputs written OUT and LIB.
+one_pass_stub_lines() {
+  local out lib
+  out=$(output_path "onePass.$1" out) && lib=$(output_path "onePass.$1" lib) || return 1
+  grep -E '^DEBUG: removeStubsFromRunpath: (keeping|replacing|dropping) ' "$work/onePass.$1.log" |
+    sed "s|$out|OUT|g; s|$lib|LIB|g" | sort
+}
+test_one_runpath_pass() {
+  local compat=/nix/store/00000000000000000000000000000000-cuda_compat/compat
+  local driver=/run/opengl-driver/lib order ref want out lib
+  local -a ours=(compat-driver-stubs compat-stubs-driver driver-compat-stubs driver-stubs-compat
+    stubs-compat-driver stubs-driver-compat)
+  # Nixpkgs supports the orders with its compat hook after its driver hook
+  # (buildRedist: "autoAddCudaCompatRunpath must appear AFTER
+  # autoAddDriverRunpath"); its stubs hook goes last whatever its place.
+  local -a upstream=(driver-compat-stubs driver-stubs-compat stubs-driver-compat)
+  for order in "${ours[@]}"; do
+    expect "onePass.ours-$order" 0 "re:INFO: nixCudaHooksOneRunpathEntry: one entry, nixCudaHooksFixRunpaths, for: " \
+      "re:WARN: removeStubsFromRunpath: .*/lib/libother-stubs.so: keeps the stubs folder /nix/store/0+-nvidia-x11-stubs/lib" ||
+      return
+  done
+  for order in "${upstream[@]}" compat-driver-stubs; do
+    expect "onePass.upstream-$order" 0 "added removeStubsFromRunpath to postFixupHooks" || return
+  done
+  ref=$(one_pass_runpaths ours-driver-compat-stubs)
+  # The oracle first: upstream's rules written out for three files, read
+  # back with readelf (not from our report).
+  want="bin/stubbed-tool $compat:$driver:\$ORIGIN/../lib"
+  check "one pass: the stubs entries of an executable gone, compat and driver first" grep -qxF "$want" <<<"$ref"
+  want="lib/libstubbed.so $compat:$driver:/opt/a:\$ORIGIN"
+  check "one pass: a library's stubs entry after /opt/a gone, \$ORIGIN kept" grep -qxF "$want" <<<"$ref"
+  want="bin/dlopener $compat:$driver:LIB/lib"
+  check "one pass: the dlopen target's folder in the other output, last" grep -qxF "$want" <<<"$ref"
+  for order in "${ours[@]}"; do
+    check "one pass: ours in the order $order gives the RUNPATHs of driver-compat-stubs" \
+      test "$(one_pass_runpaths "ours-$order")" = "$ref"
+  done
+  for order in "${upstream[@]}"; do
+    check "one pass: Nixpkgs' chain in the order $order gives ours" \
+      test "$(one_pass_runpaths "upstream-$order")" = "$ref"
+    check "one pass: Nixpkgs' removeStubsFromRunpath DEBUG lines ($order) are ours, line for line" \
+      test "$(one_pass_stub_lines "upstream-$order")" = "$(one_pass_stub_lines ours-driver-compat-stubs)"
+  done
+  check "one pass: the stub lines are there (the comparison is not vacuous)" \
+    test "$(one_pass_stub_lines ours-driver-compat-stubs | grep -c 'dropping .*libstubbed.so runpath entry: .*-stubs/lib')" = 1
+  check "one pass: Nixpkgs' chain with compat before driver (unsupported) differs (negative control)" \
+    eval '[[ $(one_pass_runpaths upstream-compat-driver-stubs) != "$ref" ]]'
+  # The loader agrees: run what can run, and what cannot.
+  out=$(output_path onePass.ours-stubs-driver-compat out)
+  check "one pass: a program finds its library through \$ORIGIN/../lib" "$out/bin/tool"
+  check "one pass: the program dlopens its plugin from the other output" \
+    test "$("$out/bin/dlopener")" = "answer 42"
+  check "one pass: the stub libcuda is no longer found (its folder left the RUNPATH)" \
+    eval '"$out/bin/stubbed-tool" 2>&1 | grep -q "libcuda.so.1: cannot open shared object file"'
+  out=$(output_path onePass.upstream-driver-compat-stubs out)
+  check "one pass: the same under Nixpkgs' chain" test "$("$out/bin/dlopener")" = "answer 42"
+  # The binary alone on the same files: one run, separate runs in two
+  # orders and a second run give the same bytes.
+  local src tmp
+  src=$(nix-build "${nix_opts[@]}" "$here/builds.nix" -A redistSrcOut "${build_args[@]}" --no-out-link 2>/dev/null)
+  tmp=$(mktemp -d "$work/one-pass.XXXXXX")
+  for order in one split reversed; do
+    cp -r "$src/tree" "$tmp/$order" && chmod -R u+w "$tmp/$order"
+  done
+  local bin=$bin_dir/auto-add-driver-runpath
+  "$bin" --remove-stubs --cuda-compat "$compat" --append-origin "$tmp/one" >/dev/null 2>&1
+  { "$bin" --cuda-compat "$compat" "$tmp/split" && "$bin" --append-origin "$tmp/split" &&
+    "$bin" --remove-stubs "$tmp/split"; } >/dev/null 2>&1
+  { "$bin" --remove-stubs "$tmp/reversed" && "$bin" --append-origin "$tmp/reversed" &&
+    "$bin" --cuda-compat "$compat" "$tmp/reversed"; } >/dev/null 2>&1
+  check "one pass: separate runs (compat, origin, stubs) give one run's bytes" diff -r "$tmp/one" "$tmp/split"
+  check "one pass: separate runs (stubs, origin, compat) give one run's bytes" diff -r "$tmp/one" "$tmp/reversed"
+  cp -r "$tmp/one" "$tmp/again"
+  "$bin" --remove-stubs --cuda-compat "$compat" --append-origin "$tmp/again" >/dev/null 2>&1
+  check "one pass: a second run changes no byte" diff -r "$tmp/one" "$tmp/again"
+  check "one pass: \$ORIGIN appended once where absent" \
+    test "$(runpath "$tmp/one/lib/libplain.so")" = "$compat:$driver:\$ORIGIN"
+}
+
 test_setup_order
 test_no_broken_symlinks
 test_no_broken_symlinks_structured_attrs
@@ -418,6 +508,7 @@ if [[ -f hooks/auto-add-driver-runpath.sh ]]; then
     test_aadr_dropin
     test_aadr_side_by_side
     test_dlopen_runpath
+    test_one_runpath_pass
   }
 else
   echo "note: hooks/auto-add-driver-runpath.sh not merged yet; its build tests wait for it"

@@ -8,6 +8,7 @@
 
 pub mod atomic;
 pub mod destination;
+pub mod mapped;
 pub mod pages;
 pub mod side;
 pub mod signals;
