@@ -457,8 +457,8 @@ test_one_runpath_pass() {
     eval '"$out/bin/stubbed-tool" 2>&1 | grep -q "libcuda.so.1: cannot open shared object file"'
   out=$(output_path onePass.upstream-driver-compat-stubs out)
   check "one pass: the same under Nixpkgs' chain" test "$("$out/bin/dlopener")" = "answer 42"
-  # The binary alone on the same files: one run, separate runs in two
-  # orders and a second run give the same bytes.
+  # The binary alone on the same files: one run and separate runs in two
+  # orders give the same RUNPATHs; a second run changes no byte.
   local src tmp
   src=$(nix-build "${nix_opts[@]}" "$here/builds.nix" -A redistSrcOut "${build_args[@]}" --no-out-link 2>/dev/null)
   tmp=$(mktemp -d "$work/one-pass.XXXXXX")
@@ -471,8 +471,13 @@ test_one_runpath_pass() {
     "$bin" --remove-stubs "$tmp/split"; } >/dev/null 2>&1
   { "$bin" --remove-stubs "$tmp/reversed" && "$bin" --append-origin "$tmp/reversed" &&
     "$bin" --cuda-compat "$compat" "$tmp/reversed"; } >/dev/null 2>&1
-  check "one pass: separate runs (compat, origin, stubs) give one run's bytes" diff -r "$tmp/one" "$tmp/split"
-  check "one pass: separate runs (stubs, origin, compat) give one run's bytes" diff -r "$tmp/one" "$tmp/reversed"
+  local f same=1
+  for f in "$tmp"/one/*/*; do
+    f=${f#"$tmp/one/"}
+    [[ $(runpath_or_dash "$tmp/one/$f") == "$(runpath_or_dash "$tmp/split/$f")" &&
+      $(runpath_or_dash "$tmp/one/$f") == "$(runpath_or_dash "$tmp/reversed/$f")" ]] || same=
+  done
+  check "one pass: separate runs in two orders give one run's RUNPATHs (readelf, every file)" test -n "$same"
   cp -r "$tmp/one" "$tmp/again"
   "$bin" --remove-stubs --cuda-compat "$compat" --append-origin "$tmp/again" >/dev/null 2>&1
   check "one pass: a second run changes no byte" diff -r "$tmp/one" "$tmp/again"
