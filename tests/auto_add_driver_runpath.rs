@@ -1529,7 +1529,7 @@ fn fixes_in_separate_runs_give_one_runs_search_paths_and_the_loader_agrees() {
     // the stubs folder; $ORIGIN once.
     assert_eq!(
         search_path(&dir.join("one/bin/p")).unwrap(),
-        ("RUNPATH".into(), format!("{compat}:{DRIVER}:$ORIGIN/../lib"))
+        ("RUNPATH".into(), format!("{compat}:{DRIVER}:$ORIGIN/../lib:$ORIGIN"))
     );
     assert_eq!(
         search_path(&dir.join("one/lib/libplain.so")).unwrap().1,
@@ -1542,8 +1542,7 @@ fn fixes_in_separate_runs_give_one_runs_search_paths_and_the_loader_agrees() {
     sh(dir, "mkdir again; gcc -o again/p main.c -Lone/lib -lans -Wl,--enable-new-dtags,-rpath,/x:/nix/store/h-cuda_nvml/stubs:/nix/store/h-nvidia-stubs/lib");
     let exe = env!("CARGO_BIN_EXE_auto-add-driver-runpath");
     let log = sh(dir, &format!("NIX_LOG_FD=1 NIX_DEBUG=6 {exe} --remove-stubs again 2>/dev/null"));
-    let p = dir.join("again/p");
-    let p = p.display();
+    let p = "again/p";
     for line in [
         format!("DEBUG: removeStubsFromRunpath: keeping {p} runpath entry: {DRIVER}"),
         format!("DEBUG: removeStubsFromRunpath: keeping {p} runpath entry: /x"),

@@ -87,7 +87,7 @@ fn stubs_lines(f: &FileReport, log: &Logger) {
     for kept in &f.stubs_kept {
         log.warn(&Msg::new("").p(&f.path).s(": keeps the stubs folder ").s(kept).s(
             " (it matches neither *-cuda*/stubs nor *-cuda*-stubs/lib*): \
-             a program run from it loads the stub libcuda, not the driver's",
+             the loader may take a stub library from it instead of the driver's",
         ));
     }
 }
