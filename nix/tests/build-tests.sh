@@ -401,12 +401,14 @@ one_pass_runpaths() {
   done
 }
 # removeStubsFromRunpath's per-entry DEBUG lines of a build's log, sorted,
-# its outputs written OUT and LIB.
+# its outputs written OUT and LIB; bin/dlopener's left out (Nixpkgs' chain
+# has its dlopen folder from the derivation's postFixup, which runs before
+# the hooks and so meets their stubs pass; ours appends it after).
 one_pass_stub_lines() {
   local out lib
   out=$(output_path "onePass.$1" out) && lib=$(output_path "onePass.$1" lib) || return 1
   grep -E '^DEBUG: removeStubsFromRunpath: (keeping|replacing|dropping) ' "$work/onePass.$1.log" |
-    sed "s|$out|OUT|g; s|$lib|LIB|g" | sort
+    grep -v '/bin/dlopener runpath entry' | sed "s|$out|OUT|g; s|$lib|LIB|g" | sort
 }
 test_one_runpath_pass() {
   local compat=/nix/store/00000000000000000000000000000000-cuda_compat/compat

@@ -293,8 +293,8 @@ let
       NIX_DEBUG = 6;
       nativeBuildInputs = hookPackages;
       installPhase = ''
+        mkdir -p "$out" "$lib/lib"
         cp -r ${redistSrc}/tree/bin ${redistSrc}/tree/lib "$out/"
-        mkdir -p "$lib/lib"
         cp ${redistSrc}/tree/plugins/* "$lib/lib/"
         chmod -R u+w "$out" "$lib"
       '';
