@@ -1521,7 +1521,10 @@ fn fixes_in_separate_runs_give_one_runs_search_paths_and_the_loader_agrees() {
         assert_eq!(search_path(&dir.join("split").join(f)), want, "{f}");
         assert_eq!(search_path(&dir.join("reversed").join(f)), want, "{f}");
     }
-    assert_eq!(sh(dir, "./split/bin/p && ./reversed/bin/p"), "hello from lib 42\nhello from lib 42\n");
+    assert_eq!(
+        sh(dir, "./split/bin/p && ./reversed/bin/p"),
+        "hello from lib 42\nhello from lib 42\n"
+    );
     let one = snapshot(&dir.join("one"));
     ok(&["--remove-stubs", "--cuda-compat", compat, "--append-origin", "one"]);
     assert!(one == snapshot(&dir.join("one")), "a second run changed bytes");

@@ -85,10 +85,14 @@ fn stubs_lines(f: &FileReport, log: &Logger) {
         log.debug(&msg);
     }
     for kept in &f.stubs_kept {
-        log.warn(&Msg::new("").p(&f.path).s(": keeps the stubs folder ").s(kept).s(
-            " (it matches neither *-cuda*/stubs nor *-cuda*-stubs/lib*): \
-             the loader may take a stub library from it instead of the driver's",
-        ));
+        log.warn(
+            &Msg::new("")
+                .p(&f.path)
+                .s(": keeps the stubs folder ")
+                .s(kept)
+                .s(" (it matches neither *-cuda*/stubs nor *-cuda*-stubs/lib*): \
+             the loader may take a stub library from it instead of the driver's"),
+        );
     }
 }
 

@@ -391,7 +391,8 @@ mod tests {
         }
         let mut all = Vec::new();
         for (i, &first) in items.iter().enumerate() {
-            let rest: Vec<u32> = items.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, &x)| x).collect();
+            let rest: Vec<u32> =
+                items.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, &x)| x).collect();
             for mut p in permutations(&rest) {
                 p.insert(0, first);
                 all.push(p);

@@ -83,4 +83,3 @@ pub fn map_file(file: &File) -> io::Result<Mapped> {
     let _ = map.advise(memmap2::Advice::Random);
     Ok(Mapped(Some(map)))
 }
-

@@ -64,7 +64,6 @@ impl Table {
             Table::Move => Strategy::NewSegmentMovedHeaders,
         }
     }
-
 }
 
 /// The moved block: what was at `off`/`addr` (`len` bytes) is now at
