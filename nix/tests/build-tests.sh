@@ -157,18 +157,21 @@ test_auto_add_driver_runpath() {
   expect aadr-missing-output 100 "$aadr_name" "-aadr-missing-output-lib"
   if expect aadr-sourced-twice 0; then
     out=$(output_path aadr-sourced-twice out)
-    check "aadr-sourced-twice: registered once" test "$(grep -cx 'autoFixElfFiles addDriverRunpath' "$out/registered")" = 1
+    check "aadr-sourced-twice: registered once (and folded into our one entry)" \
+      test "$(cat "$out/folded")" = addDriverRunpath
+    check "aadr-sourced-twice: one RUNPATH entry in postFixupHooks" \
+      test "$(grep -cx -e nixCudaHooksFixRunpaths -e 'autoFixElfFiles addDriverRunpath' "$out/registered")" = 1
     check "aadr-sourced-twice: one driver entry in RUNPATH" \
       test "$(runpath "$out/bin/hello" | tr ':' '\n' | grep -cx /run/opengl-driver/lib)" = 1
   fi
   if expect together 0; then
     out=$(output_path together out)
     check "together: hooks registered in upstream order (noBrokenSymlinks first)" \
-      eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*"autoFixElfFiles addDriverRunpath"* ]]'
+      eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*nixCudaHooksFixRunpaths* ]]'
     check "together: ELF patched" has_driver "$out/bin/hello"
     if [[ -f hooks/cuda-elf-inspect.sh && -n $cuda_fixture ]]; then
       check "together: the inspect hook registered after the other two" \
-        eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*"autoFixElfFiles addDriverRunpath"*cudaElfInspect* ]]'
+        eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*nixCudaHooksFixRunpaths*cudaElfInspect* ]]'
       check "together: the CUDA library patched too" has_driver "$(output_path together lib)/lib/libkernel.so"
     fi
   fi
@@ -181,8 +184,10 @@ test_cuda_compat() {
   if expect compat-elf 0 "Sourcing auto-add-cuda-compat-runpath-hook"; then
     out=$(output_path compat-elf out)
     lib=$(output_path compat-elf lib)
-    check "compat-elf: upstream's entry, after the driver hook's" \
-      eval '[[ $(tr "\n" " " <"$out/registered") == "autoFixElfFiles addDriverRunpath autoFixElfFiles addCudaCompatRunpath "* ]]'
+    check "compat-elf: upstream's entry, after the driver hook's, folded into one" \
+      test "$(tr "\n" " " <"$out/folded")" = "addDriverRunpath addCudaCompatRunpath "
+    check "compat-elf: one RUNPATH entry left in postFixupHooks" \
+      eval '[[ $(tr "\n" " " <"$out/registered") == "nixCudaHooksFixRunpaths "* && $(cat "$out/registered") != *autoFixElfFiles* ]]'
     check "compat-elf: cuda_compat first, the driver second (executable)" \
       test "$(runpath "$out/bin/hello")" = "$compat:/run/opengl-driver/lib"
     check "compat-elf: the same in the lib output" \
@@ -205,7 +210,7 @@ test_aadr_dropin() {
     check "aadr-functions: autoFixElfFiles, addDriverRunpath, elfHasDynamicSection exist after sourcing" \
       test "$(tr '\n' ' ' <"$out/functions")" = "autoFixElfFiles addDriverRunpath elfHasDynamicSection "
     check "aadr-functions: the entry is the string upstream's checks look for" \
-      grep -qx 'autoFixElfFiles addDriverRunpath' "$out/registered"
+      grep -qx addDriverRunpath "$out/folded"
     check "aadr-functions: 'autoFixElfFiles myAction' ran Nixpkgs' autoFixElfFiles on each dynamic ELF file" \
       test "$(sed 's|.*/||' "$out/my-action" | sort | tr '\n' ' ')" = "hello libfoo.so "
     check "aadr-functions: and ours patched them (one run)" has_driver "$out/bin/hello"
@@ -283,7 +288,7 @@ test_cuda_elf_inspect() {
   if expect cei-after-remove-stubs 0 "added removeStubsFromRunpath to postFixupHooks"; then
     refute cei-after-remove-stubs "runs before"
     check "cei-after-remove-stubs: the inspect entry moved after Nixpkgs' removeStubsFromRunpath" \
-      test "$(tail -n 2 "$result/registered" | tr '\n' '|')" = "autoFixElfFiles removeStubsFromRunpath|cudaElfInspect|"
+      test "$(tail -n 2 "$result/registered" | tr '\n' '|')" = "nixCudaHooksFixRunpaths|cudaElfInspect|"
   fi
   if expect cei-sourced-twice 0; then
     check "cei-sourced-twice: registered once" test "$(grep -cx cudaElfInspect "$result/registered")" = 1

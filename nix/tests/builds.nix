@@ -547,7 +547,10 @@ in
         propagatedBuildInputs = [ hooks.autoFixElfFilesDriverRunpath ];
       } ../../hooks/auto-add-driver-runpath.sh)
     ];
-    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+    postFixup = ''
+      printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+      printf '%s\n' "''${nixCudaHooksRunpathFixes[@]}" >"$out/folded"
+    '';
   };
   # The lib output is never created: upstream's hook fails after patching the rest.
   aadr-missing-output = withElf "aadr-missing-output" {
@@ -600,7 +603,10 @@ in
       myAction() { echo "$1" >>"$out/my-action"; }
       postFixupHooks+=("autoFixElfFiles myAction")
     '';
-    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+    postFixup = ''
+      printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+      printf '%s\n' "''${nixCudaHooksRunpathFixes[@]}" >"$out/folded"
+    '';
   };
   # A derivation calling Nixpkgs' addDriverRunpath function by hand.
   aadr-by-hand = withElf "aadr-by-hand" {
@@ -627,12 +633,18 @@ in
       hooks.autoAddDriverRunpath
       (hooks.mkAutoAddCudaCompatRunpath { cuda_compat = fakeCudaCompat; })
     ];
-    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+    postFixup = ''
+      printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+      printf '%s\n' "''${nixCudaHooksRunpathFixes[@]}" >"$out/folded"
+    '';
   };
   # From buildInputs: upstream's guard (hostOffset -1, targetOffset 0) returns.
   compat-build-inputs = withElf "compat-build-inputs" {
     buildInputs = [ (hooks.mkAutoAddCudaCompatRunpath { cuda_compat = fakeCudaCompat; }) ];
-    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+    postFixup = ''
+      printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+      printf '%s\n' "''${nixCudaHooksRunpathFixes[@]}" >"$out/folded"
+    '';
   };
 
   # ---- side by side: Nixpkgs' autoAddDriverRunpath chain vs ours --------------
@@ -674,7 +686,10 @@ in
         cudaVersion = "13.0";
       })
     ];
-    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+    postFixup = ''
+      printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+      printf '%s\n' "''${nixCudaHooksRunpathFixes[@]}" >"$out/folded"
+    '';
   };
   cei-unsubstituted = withCuda "cei-unsubstituted" [ "8.0" ] {
     nativeBuildInputs = [ (makeSetupHook { name = "cuda-elf-inspect-hook-raw"; } ../../hooks/cuda-elf-inspect.sh) ];
@@ -694,7 +709,10 @@ in
       (inspectHook [ "8.0" ])
       removeStubsFromRunpathHook
     ];
-    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+    postFixup = ''
+      printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+      printf '%s\n' "''${nixCudaHooksRunpathFixes[@]}" >"$out/folded"
+    '';
   };
 
   # ---- build-only references (docs/references.md) -----------------------------
