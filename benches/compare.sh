@@ -290,13 +290,14 @@ fi
 #    auto-fix-elf-files.sh, addDriverRunpath, autoAddDriverRunpath,
 #    autoAddCudaCompatRunpath and removeStubsFromRunpathHook (with
 #    getRunpathEntries and isDeclaredArray), their placeholders substituted as
-#    makeSetupHook would, patchelf 0.19 on PATH, the stubs hook's prePhase
+#    makeSetupHook would, patchelf 0.19 first in initialPath, the stubs hook's prePhase
 #    then `runHook postFixup`; against our one run with the same fixes
 #    (default mode) on the same 100 small ELF files, each linked with a
 #    `-cuda...-stubs/lib` entry and $ORIGIN.
 # 2. Our default mode against `patchelf --add-rpath` per file on 100 small
 #    ELF files.
-# 3. Our default mode on libcublasLt.so.12 against `cp --reflink=auto` of it.
+# 3. Our default mode on libcublasLt.so.12 against `cp --reflink=auto` of it,
+#    and against that copy renamed over the original.
 onepass_compat=/nix/store/00000000000000000000000000000000-cuda_compat/compat
 make_stub_elfs() {
   local n=$1 dir=$cache/stub-elf-$1
@@ -329,8 +330,9 @@ upstream_chain_hooks() { # the substituted hook files, in the order buildRedist 
 if want onepass; then
   if src=$(make_stub_elfs 100) && nixpkgs=$(bash tests/tools/nixpkgs-upstream.sh) && hd=$(upstream_chain_hooks "$nixpkgs"); then
     runpath_src=$src
+    # setup.sh builds PATH from initialPath: the folder holding bin/patchelf first.
     chain_env=(outputs=out out="$cache/work/anchor" NIX_STORE=/nix/store NCH_NIXPKGS="$nixpkgs"
-      PATH="$hd/bin:$PATH" NCH_RUN='for p in $prePhases; do $p; done; runHook postFixup')
+      NCH_PRE="initialPath=\"$hd /usr /\"" NCH_RUN='for p in $prePhases; do $p; done; runHook postFixup')
     SETUP=fresh_copies compare "one RUNPATH pass: driver + cuda_compat + stubs (default mode)" \
       "100 small ELF files" 3 3 "Nixpkgs' chain in setup.sh (patchelf 0.19)" \
       -- "$bin/auto-add-driver-runpath" --remove-stubs --cuda-compat "$onepass_compat" "$cache/work/ours" \
@@ -361,6 +363,13 @@ if want onepass; then
       "cp --reflink=auto of it" \
       -- "$bin/auto-add-driver-runpath" "$cache/work/ours" \
       -- cp --reflink=auto "$cache/work/anchor/libcublasLt.so.12" "$cache/work/anchor/copy"
+    # The same copy renamed over the original, as any replacement must: on
+    # ext4 the rename frees the old file's blocks and (auto_da_alloc) starts
+    # writing the new one back.
+    SETUP=onepass_lt compare "autoAddDriverRunpath (default mode), one file" "libcublasLt.so.12, $(mb "$lt")" 5 5 \
+      "cp --reflink=auto, then mv over the original" \
+      -- "$bin/auto-add-driver-runpath" "$cache/work/ours" \
+      -- sh -c 'cp --reflink=auto "$1" "$1.new" && mv "$1.new" "$1"' sh "$cache/work/anchor/libcublasLt.so.12"
     rm -rf "$cache/work"
   fi
 fi
