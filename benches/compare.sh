@@ -7,7 +7,7 @@
 #   benches/compare.sh --quick         small inputs, few rounds: CI's smoke test
 #   PREVIOUS=DIR benches/compare.sh    also the audit against an earlier build's binaries
 #   benches/compare.sh --only LIST     only these sections (comma-separated):
-#                                      symlinks, runpath, cross, listing, audit, reading, references, why, scaling, cache, torch, coverage, preflight
+#                                      symlinks, runpath, onepass, cross, listing, audit, reading, references, why, scaling, cache, torch, coverage, preflight
 #   READING_DIRS="DIR..." benches/compare.sh --only reading
 #                                      the reading rows on these folders too (e.g. the NVIDIA
 #                                      wheels of CUDA 11.8-13 unpacked, docs/reading-survey.md)
@@ -28,12 +28,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 quick=false
-only=symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache,torch,coverage,preflight
+only=symlinks,runpath,onepass,cross,listing,audit,reading,references,why,scaling,cache,torch,coverage,preflight
 while (($#)); do
   case $1 in
     --quick) quick=true ;;
     --only) only=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--only symlinks,runpath,cross,listing,audit,reading,references,why,scaling,cache,torch,coverage,preflight]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--only symlinks,runpath,onepass,cross,listing,audit,reading,references,why,scaling,cache,torch,coverage,preflight]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -282,6 +282,95 @@ if want runpath; then
   else
     if src=$(make_small_elfs 1000); then bench_runpath "$src" "1,000 small ELF files" 5; else note "small ELF files could not be built: their rows are missing"; fi
     need_cublas && bench_runpath "$cublas_dir" "libcublasLt.so.12, $(mb "$cublas_dir")" 3
+  fi
+fi
+
+# ---- one RUNPATH pass -------------------------------------------------------------
+# 1. Nixpkgs' whole chain inside its real setup.sh (tests/upstream/real-setup.bash):
+#    auto-fix-elf-files.sh, addDriverRunpath, autoAddDriverRunpath,
+#    autoAddCudaCompatRunpath and removeStubsFromRunpathHook (with
+#    getRunpathEntries and isDeclaredArray), their placeholders substituted as
+#    makeSetupHook would, patchelf 0.19 first in initialPath, the stubs hook's prePhase
+#    then `runHook postFixup`; against our one run with the same fixes
+#    (default mode) on the same 100 small ELF files, each linked with a
+#    `-cuda...-stubs/lib` entry and $ORIGIN.
+# 2. Our default mode against `patchelf --add-rpath` per file on 100 small
+#    ELF files.
+# 3. Our default mode on libcublasLt.so.12 against `cp --reflink=auto` of it,
+#    and against that copy renamed over the original.
+onepass_compat=/nix/store/00000000000000000000000000000000-cuda_compat/compat
+make_stub_elfs() {
+  local n=$1 dir=$cache/stub-elf-$1
+  if [[ ! -f $dir/.done || ! -f $dir/p$((n - 1)) ]]; then
+    rm -rf "$dir" && mkdir -p "$dir" || return 1
+    printf '#include <stdio.h>\nint main(void) { puts("hi"); return 0; }\n' >"$cache/sp.c"
+    cc -O2 -o "$cache/sp" "$cache/sp.c" \
+      -Wl,--enable-new-dtags,-rpath,'/nix/store/00000000000000000000000000000000-cuda12.8-cuda_cudart-12.8-stubs/lib:$ORIGIN/../lib' || return 1
+    for ((i = 0; i < n; i++)); do cp "$cache/sp" "$dir/p$i" || return 1; done
+    touch "$dir/.done"
+  fi
+  echo "$dir"
+}
+upstream_chain_hooks() { # the substituted hook files, in the order buildRedist lists them
+  local nixpkgs=$1 d=$cache/upstream-hooks
+  mkdir -p "$d/bin"
+  ln -sf "$patchelf" "$d/bin/patchelf"
+  local p=$nixpkgs/pkgs
+  cp "$p/build-support/setup-hooks/arrayUtilities/isDeclaredArray/isDeclaredArray.bash" "$d/1-isDeclaredArray.sh"
+  cp "$p/build-support/setup-hooks/arrayUtilities/getRunpathEntries/getRunpathEntries.bash" "$d/2-getRunpathEntries.sh"
+  cp "$p/by-name/au/autoFixElfFiles/auto-fix-elf-files.sh" "$d/3-auto-fix-elf-files.sh"
+  sed 's|@driverLink@|/run/opengl-driver|g' "$p/by-name/ad/addDriverRunpath/setup-hook.sh" >"$d/4-add-driver-runpath.sh"
+  cp "$p/by-name/au/autoAddDriverRunpath/auto-add-driver-runpath-hook.sh" "$d/5-auto-add-driver-runpath.sh"
+  sed "s|@libcudaPath@|$onepass_compat|g" \
+    "$p/development/cuda-modules/packages/autoAddCudaCompatRunpath/auto-add-cuda-compat-runpath.sh" >"$d/6-compat.sh"
+  sed 's|@driverLinkLib@|/run/opengl-driver/lib|g' \
+    "$p/development/cuda-modules/packages/removeStubsFromRunpathHook/removeStubsFromRunpathHook.bash" >"$d/7-stubs.sh"
+  echo "$d"
+}
+if want onepass; then
+  if src=$(make_stub_elfs 100) && nixpkgs=$(bash tests/tools/nixpkgs-upstream.sh) && hd=$(upstream_chain_hooks "$nixpkgs"); then
+    runpath_src=$src
+    # setup.sh builds PATH from initialPath: the folder holding bin/patchelf first.
+    chain_env=(outputs=out out="$cache/work/anchor" NIX_STORE=/nix/store NCH_NIXPKGS="$nixpkgs"
+      NCH_PRE="initialPath=\"$hd /usr /\"" NCH_RUN='for p in $prePhases; do $p; done; runHook postFixup')
+    SETUP=fresh_copies compare "one RUNPATH pass: driver + cuda_compat + stubs (default mode)" \
+      "100 small ELF files" 3 3 "Nixpkgs' chain in setup.sh (patchelf 0.19)" \
+      -- "$bin/auto-add-driver-runpath" --remove-stubs --cuda-compat "$onepass_compat" "$cache/work/ours" \
+      -- env "${chain_env[@]}" bash tests/upstream/real-setup.bash "$hd"/[1-7]-*.sh
+    a=$("$patchelf" --print-rpath "$cache/work/ours/p0" 2>&1 || true)
+    b=$("$patchelf" --print-rpath "$cache/work/anchor/p0" 2>&1 || true)
+    if [[ $a == "$b" && $a == "$onepass_compat:/run/opengl-driver/lib:"* ]]; then
+      note "one pass check: ours and Nixpkgs' chain both wrote RUNPATH '$a'"
+    else
+      note "one pass check: DIFFERENT: ours '$a', Nixpkgs' chain '$b'"
+    fi
+    rm -rf "$cache/work"
+  else
+    note "the one-pass chain row is missing (ELF files or Nixpkgs files unavailable)"
+  fi
+  if src=$(make_small_elfs 100); then
+    runpath_src=$src
+    SETUP=fresh_copies compare "autoAddDriverRunpath (default mode)" "100 small ELF files" 5 5 \
+      "patchelf --add-rpath per file" \
+      -- "$bin/auto-add-driver-runpath" "$cache/work/ours" \
+      -- bash -c 'for f in "$1"/*; do "$0" --add-rpath /run/opengl-driver/lib "$f"; done' "$patchelf" "$cache/work/anchor"
+    rm -rf "$cache/work"
+  fi
+  if ! $quick && need_cublas; then
+    lt=$(find -L "$cublas_dir" -maxdepth 1 -name 'libcublasLt.so.12' | head -n 1)
+    onepass_lt() { rm -rf "$cache/work/$1" && mkdir -p "$cache/work/$1" && cp -L "$lt" "$cache/work/$1/" && sync; }
+    SETUP=onepass_lt compare "autoAddDriverRunpath (default mode), one file" "libcublasLt.so.12, $(mb "$lt")" 5 5 \
+      "cp --reflink=auto of it" \
+      -- "$bin/auto-add-driver-runpath" "$cache/work/ours" \
+      -- cp --reflink=auto "$cache/work/anchor/libcublasLt.so.12" "$cache/work/anchor/copy"
+    # The same copy renamed over the original, as any replacement must: on
+    # ext4 the rename frees the old file's blocks and (auto_da_alloc) starts
+    # writing the new one back.
+    SETUP=onepass_lt compare "autoAddDriverRunpath (default mode), one file" "libcublasLt.so.12, $(mb "$lt")" 5 5 \
+      "cp --reflink=auto, then mv over the original" \
+      -- "$bin/auto-add-driver-runpath" "$cache/work/ours" \
+      -- sh -c 'cp --reflink=auto "$1" "$1.new" && mv "$1.new" "$1"' sh "$cache/work/anchor/libcublasLt.so.12"
+    rm -rf "$cache/work"
   fi
 fi
 

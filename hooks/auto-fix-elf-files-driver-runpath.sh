@@ -23,6 +23,84 @@ if [[ -n ${autoFixElfFilesDriverRunpathSourced-} ]] &&
 fi
 declare -g autoFixElfFilesDriverRunpathSourced=1
 
+# One postFixupHooks entry for every RUNPATH fix (docs/nix.md, "One RUNPATH
+# pass"): at preFixup, after every prePhase (removeStubsFromRunpathHook
+# registers its entry in one), the entries below are replaced by one entry,
+# nixCudaHooksFixRunpaths, at the place of the last of them (after
+# autoPatchelf however the hooks were listed), which runs the binary once
+# with every fix they ask for:
+#   autoFixElfFiles addDriverRunpath        the driver entry (ours or Nixpkgs')
+#   autoFixElfFiles addCudaCompatRunpath    --cuda-compat (ours or Nixpkgs')
+#   autoFixElfFiles removeStubsFromRunpath  --remove-stubs (Nixpkgs')
+# Only when the driver entry or our compat entry is among them: Nixpkgs'
+# removeStubsFromRunpath alone keeps its own run (it puts the driver entry in
+# the stubs entry's place, where the binary, which always adds the driver
+# entry, puts it first).
+preFixupHooks+=(nixCudaHooksOneRunpathEntry)
+declare -ga nixCudaHooksRunpathFixes=()
+
+nixCudaHooksOneRunpathEntry() {
+    local hook driver=
+    local -a kept=() fixes=()
+    local -i at=-1
+    for hook in "${postFixupHooks[@]}"; do
+        case $hook in
+        "autoFixElfFiles addDriverRunpath" | "autoFixElfFiles addCudaCompatRunpath" | "autoFixElfFiles removeStubsFromRunpath")
+            [[ $hook == *removeStubsFromRunpath ]] || driver=1
+            fixes+=("${hook#autoFixElfFiles }")
+            at=${#kept[@]}
+            ;;
+        *) kept+=("$hook") ;;
+        esac
+    done
+    ((at >= 0)) && [[ -n $driver ]] || return 0
+    nixCudaHooksRunpathFixes=("${fixes[@]}")
+    postFixupHooks=("${kept[@]:0:at}" nixCudaHooksFixRunpaths "${kept[@]:at}")
+    if declare -F nixInfoLog >/dev/null; then
+        nixInfoLog "one entry, nixCudaHooksFixRunpaths, for: ${fixes[*]}"
+    fi
+}
+
+# The folder of Nixpkgs' addCudaCompatRunpath function (the one it puts
+# first); fails when the function is not recognisably that.
+nixCudaHooksUpstreamCompatDir() {
+    local def re='patchelf --set-rpath "([^"$]+):\$origRpath"'
+    def=$(declare -f addCudaCompatRunpath) || return 1
+    [[ $def =~ $re ]] || return 1
+    echo "${BASH_REMATCH[1]}"
+}
+
+# The one entry: every fix of nixCudaHooksRunpathFixes in one run, one
+# rewrite per file.
+nixCudaHooksFixRunpaths() {
+    local -r bin="@autoAddDriverRunpath@"
+    local -a flags=(--in-place)
+    local fix link dir
+    if link=$(nixCudaHooksDriverLink); then
+        flags+=(--driver-link "$link")
+    fi
+    for fix in "${nixCudaHooksRunpathFixes[@]}"; do
+        case $fix in
+        removeStubsFromRunpath) flags+=(--remove-stubs) ;;
+        addCudaCompatRunpath)
+            dir=${nixCudaHooksCudaCompatDir-}
+            [[ -n $dir ]] || dir=$(nixCudaHooksUpstreamCompatDir) || {
+                echo "nixCudaHooksFixRunpaths: ERROR: cannot read the cuda_compat folder of addCudaCompatRunpath" >&2
+                exit 2
+            }
+            flags+=(--cuda-compat "$dir")
+            ;;
+        esac
+    done
+    local search
+    if declare -F nixCudaHooksDlopenSearch >/dev/null && search=$(nixCudaHooksDlopenSearch) &&
+        [[ -n $search ]]; then
+        flags+=(--dlopen-search "$search")
+    fi
+    NIX_LOG_FD="${NIX_LOG_FD-}" NIX_DEBUG="${NIX_DEBUG-}" __structuredAttrs="${__structuredAttrs-}" \
+        "$bin" "${flags[@]}" || exit $?
+}
+
 if declare -F autoFixElfFiles >/dev/null; then
     # Keep Nixpkgs' function under another name (its body, verbatim).
     __nchAutoFixElfFilesDef=$(declare -f autoFixElfFiles)

@@ -60,7 +60,7 @@ cudaElfInspect() {
   for hook in "${postFixupHooks[@]}"; do
     if [[ $hook == cudaElfInspect ]]; then
       seenSelf=1
-    elif [[ -n $seenSelf && $hook =~ (addDriverRunpath|addCudaCompatRunpath|removeStubsFromRunpath|autoPatchelf) ]]; then
+    elif [[ -n $seenSelf && $hook =~ (addDriverRunpath|addCudaCompatRunpath|removeStubsFromRunpath|nixCudaHooksFixRunpaths|autoPatchelf) ]]; then
       nixWarnLog "runs before '$hook', which changes RUNPATHs: list cudaElfInspectHook after it in nativeBuildInputs"
     fi
   done

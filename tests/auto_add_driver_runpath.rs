@@ -212,9 +212,10 @@ fn options_replace_stubs_force_rpath_driver_link() {
          gcc -o a/p plain.c -Wl,-rpath,/x/lib:/nix/store/h-cuda_cudart-12/lib/stubs:/y:/nix/store/h-cuda_cudart-12.8/lib/stubs
          cp a/p b/p; cp a/p c/p",
     );
+    // The old spelling: upstream's driver hook then its stubs hook.
     let r = bin(dir, &["--replace-stubs", "a"]);
     assert_eq!(r.status.code(), Some(0), "{}", text(&r));
-    assert_eq!(search_path(&dir.join("a/p")).unwrap().1, format!("/x/lib:{DRIVER}:/y"));
+    assert_eq!(search_path(&dir.join("a/p")).unwrap().1, format!("{DRIVER}:/x/lib:/y"));
     let r = bin(dir, &["--force-rpath", "--driver-link", "/opt/drv/", "b"]);
     assert_eq!(r.status.code(), Some(0), "{}", text(&r));
     let (tag, value) = search_path(&dir.join("b/p")).unwrap();
@@ -1466,4 +1467,98 @@ derivation ({
 fn file_record<'v>(report: &'v serde_json::Value, path: &str) -> &'v serde_json::Value {
     let files = report["report"]["files"].as_array().expect("report.files");
     files.iter().find(|f| f["path"] == path).unwrap_or_else(|| panic!("no record for {path}"))
+}
+
+/// `--remove-stubs`, `--cuda-compat` and `--append-origin` as one run and as
+/// separate runs in two orders: the same search paths; run again: the same
+/// bytes; the loader
+/// no longer searches the stubs folder (the program prints the real
+/// library's greeting, not the stub's); upstream's DEBUG lines.
+#[test]
+fn fixes_in_separate_runs_give_one_runs_search_paths_and_the_loader_agrees() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("lib.c"), LIB_C).unwrap();
+    std::fs::write(dir.join("main.c"), MAIN_C).unwrap();
+    std::fs::write(
+        dir.join("stub.c"),
+        "int answer(void) { return 0; }\nconst char *greeting(void) { return \"stub\"; }\n",
+    )
+    .unwrap();
+    let stubs = dir.join("store/h-cuda12.8-libans-12.8-stubs/lib");
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p one/lib one/bin {stubs}
+             gcc -shared -fPIC -o {stubs}/libans.so stub.c
+             gcc -shared -fPIC -o one/lib/libans.so lib.c
+             gcc -o one/bin/p main.c -L{stubs} -lans -Wl,--enable-new-dtags,-rpath,{stubs}:'$ORIGIN/../lib'
+             gcc -shared -fPIC -o one/lib/libplain.so lib.c
+             cp -r one split; cp -r one reversed",
+            stubs = stubs.display()
+        ),
+    );
+    // Before: the stubs folder comes first, the loader takes the stub.
+    assert_eq!(sh(dir, "./one/bin/p").trim(), "stub 0");
+    let compat = "/nix/store/h-cuda_compat/compat";
+    let ok = |args: &[&str]| {
+        let r = bin(dir, args);
+        assert_eq!(r.status.code(), Some(0), "{args:?}: {}", text(&r));
+    };
+    ok(&["--remove-stubs", "--cuda-compat", compat, "--append-origin", "one"]);
+    ok(&["--append-origin", "split"]);
+    ok(&["--remove-stubs", "split"]);
+    ok(&["--cuda-compat", compat, "split"]);
+    ok(&["--cuda-compat", compat, "reversed"]);
+    ok(&["reversed"]);
+    ok(&["--remove-stubs", "reversed"]);
+    ok(&["--append-origin", "reversed"]);
+    // The same search path in every file, read by readelf. (Not the same
+    // bytes: each rewrite of a file appends its own segment, so a file
+    // rewritten three times is longer than one rewritten once.)
+    for f in ["bin/p", "lib/libans.so", "lib/libplain.so"] {
+        let want = search_path(&dir.join("one").join(f));
+        assert_eq!(search_path(&dir.join("split").join(f)), want, "{f}");
+        assert_eq!(search_path(&dir.join("reversed").join(f)), want, "{f}");
+    }
+    assert_eq!(
+        sh(dir, "./split/bin/p && ./reversed/bin/p"),
+        "hello from lib 42\nhello from lib 42\n"
+    );
+    let one = snapshot(&dir.join("one"));
+    ok(&["--remove-stubs", "--cuda-compat", compat, "--append-origin", "one"]);
+    assert!(one == snapshot(&dir.join("one")), "a second run changed bytes");
+    // readelf, not our report: compat, driver, then the old entries less
+    // the stubs folder; $ORIGIN once.
+    assert_eq!(
+        search_path(&dir.join("one/bin/p")).unwrap(),
+        ("RUNPATH".into(), format!("{compat}:{DRIVER}:$ORIGIN/../lib:$ORIGIN"))
+    );
+    assert_eq!(
+        search_path(&dir.join("one/lib/libplain.so")).unwrap().1,
+        format!("{compat}:{DRIVER}:$ORIGIN")
+    );
+    // After: the real library, through $ORIGIN/../lib.
+    assert_eq!(sh(dir, "./one/bin/p").trim(), "hello from lib 42");
+
+    // Upstream's DEBUG lines, at NIX_DEBUG 6 and not below.
+    sh(dir, "mkdir again; gcc -o again/p main.c -Lone/lib -lans -Wl,--enable-new-dtags,-rpath,/x:/nix/store/h-cuda_nvml/stubs:/nix/store/h-nvidia-stubs/lib");
+    let exe = env!("CARGO_BIN_EXE_auto-add-driver-runpath");
+    let log = sh(dir, &format!("NIX_LOG_FD=1 NIX_DEBUG=6 {exe} --remove-stubs again 2>/dev/null"));
+    let p = "again/p";
+    for line in [
+        format!("DEBUG: removeStubsFromRunpath: keeping {p} runpath entry: {DRIVER}"),
+        format!("DEBUG: removeStubsFromRunpath: keeping {p} runpath entry: /x"),
+        format!("DEBUG: removeStubsFromRunpath: dropping {p} runpath entry: /nix/store/h-cuda_nvml/stubs"),
+        format!("DEBUG: removeStubsFromRunpath: keeping {p} runpath entry: /nix/store/h-nvidia-stubs/lib"),
+        format!("WARN: removeStubsFromRunpath: {p}: keeps the stubs folder /nix/store/h-nvidia-stubs/lib"),
+    ] {
+        assert!(log.contains(&line), "no line {line:?} in:\n{log}");
+    }
+    let log = sh(dir, &format!("NIX_LOG_FD=1 NIX_DEBUG=5 {exe} --remove-stubs again 2>/dev/null"));
+    assert!(!log.contains("DEBUG:"), "{log}");
+    assert_eq!(
+        search_path(&dir.join("again/p")).unwrap().1,
+        format!("{DRIVER}:/x:/nix/store/h-nvidia-stubs/lib")
+    );
 }

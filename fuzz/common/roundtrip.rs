@@ -24,13 +24,13 @@ pub struct Patched {
 }
 
 /// The planner options: the default driver entry; `variant` picks
-/// `--replace-stubs` / `--force-rpath` / `--cuda-compat` / an appended
+/// `--remove-stubs` / `--force-rpath` / `--cuda-compat` / an appended
 /// `--dlopen-search` folder (0..16).
 pub fn options(variant: u8) -> runpath::Options {
     runpath::Options {
         driver_entry: b"/run/opengl-driver/lib".to_vec(),
         compat_entry: (variant & 4 != 0).then(|| b"/nix/store/h-cuda_compat/compat".to_vec()),
-        replace_stubs: variant & 1 != 0,
+        remove_stubs: variant & 1 != 0,
         force_rpath: variant & 2 != 0,
         append_entries: if variant & 8 != 0 {
             vec![b"/nix/store/h-libplug/lib".to_vec()]

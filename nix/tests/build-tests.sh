@@ -157,18 +157,21 @@ test_auto_add_driver_runpath() {
   expect aadr-missing-output 100 "$aadr_name" "-aadr-missing-output-lib"
   if expect aadr-sourced-twice 0; then
     out=$(output_path aadr-sourced-twice out)
-    check "aadr-sourced-twice: registered once" test "$(grep -cx 'autoFixElfFiles addDriverRunpath' "$out/registered")" = 1
+    check "aadr-sourced-twice: registered once (and folded into our one entry)" \
+      test "$(cat "$out/folded")" = addDriverRunpath
+    check "aadr-sourced-twice: one RUNPATH entry in postFixupHooks" \
+      test "$(grep -cx -e nixCudaHooksFixRunpaths -e 'autoFixElfFiles addDriverRunpath' "$out/registered")" = 1
     check "aadr-sourced-twice: one driver entry in RUNPATH" \
       test "$(runpath "$out/bin/hello" | tr ':' '\n' | grep -cx /run/opengl-driver/lib)" = 1
   fi
   if expect together 0; then
     out=$(output_path together out)
     check "together: hooks registered in upstream order (noBrokenSymlinks first)" \
-      eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*"autoFixElfFiles addDriverRunpath"* ]]'
+      eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*nixCudaHooksFixRunpaths* ]]'
     check "together: ELF patched" has_driver "$out/bin/hello"
     if [[ -f hooks/cuda-elf-inspect.sh && -n $cuda_fixture ]]; then
       check "together: the inspect hook registered after the other two" \
-        eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*"autoFixElfFiles addDriverRunpath"*cudaElfInspect* ]]'
+        eval '[[ $(cat "$out/registered") == noBrokenSymlinksInAllOutputs*nixCudaHooksFixRunpaths*cudaElfInspect* ]]'
       check "together: the CUDA library patched too" has_driver "$(output_path together lib)/lib/libkernel.so"
     fi
   fi
@@ -181,8 +184,10 @@ test_cuda_compat() {
   if expect compat-elf 0 "Sourcing auto-add-cuda-compat-runpath-hook"; then
     out=$(output_path compat-elf out)
     lib=$(output_path compat-elf lib)
-    check "compat-elf: upstream's entry, after the driver hook's" \
-      eval '[[ $(tr "\n" " " <"$out/registered") == "autoFixElfFiles addDriverRunpath autoFixElfFiles addCudaCompatRunpath "* ]]'
+    check "compat-elf: upstream's entry, after the driver hook's, folded into one" \
+      test "$(tr "\n" " " <"$out/folded")" = "addDriverRunpath addCudaCompatRunpath "
+    check "compat-elf: one RUNPATH entry left in postFixupHooks" \
+      eval '[[ $(tr "\n" " " <"$out/registered") == "nixCudaHooksFixRunpaths "* && $(cat "$out/registered") != *autoFixElfFiles* ]]'
     check "compat-elf: cuda_compat first, the driver second (executable)" \
       test "$(runpath "$out/bin/hello")" = "$compat:/run/opengl-driver/lib"
     check "compat-elf: the same in the lib output" \
@@ -205,7 +210,7 @@ test_aadr_dropin() {
     check "aadr-functions: autoFixElfFiles, addDriverRunpath, elfHasDynamicSection exist after sourcing" \
       test "$(tr '\n' ' ' <"$out/functions")" = "autoFixElfFiles addDriverRunpath elfHasDynamicSection "
     check "aadr-functions: the entry is the string upstream's checks look for" \
-      grep -qx 'autoFixElfFiles addDriverRunpath' "$out/registered"
+      grep -qx addDriverRunpath "$out/folded"
     check "aadr-functions: 'autoFixElfFiles myAction' ran Nixpkgs' autoFixElfFiles on each dynamic ELF file" \
       test "$(sed 's|.*/||' "$out/my-action" | sort | tr '\n' ' ')" = "hello libfoo.so "
     check "aadr-functions: and ours patched them (one run)" has_driver "$out/bin/hello"
@@ -283,7 +288,7 @@ test_cuda_elf_inspect() {
   if expect cei-after-remove-stubs 0 "added removeStubsFromRunpath to postFixupHooks"; then
     refute cei-after-remove-stubs "runs before"
     check "cei-after-remove-stubs: the inspect entry moved after Nixpkgs' removeStubsFromRunpath" \
-      test "$(tail -n 2 "$result/registered" | tr '\n' '|')" = "autoFixElfFiles removeStubsFromRunpath|cudaElfInspect|"
+      test "$(tail -n 2 "$result/registered" | tr '\n' '|')" = "nixCudaHooksFixRunpaths|cudaElfInspect|"
   fi
   if expect cei-sourced-twice 0; then
     check "cei-sourced-twice: registered once" test "$(grep -cx cudaElfInspect "$result/registered")" = 1
@@ -408,6 +413,103 @@ test_cuda_preflight() {
   fi
 }
 
+# ---- one RUNPATH pass: Nixpkgs' hook chain in every order it supports vs ours ------
+# "FILE RUNPATH" for every file of a redist-like build, its own outputs
+# written OUT and LIB (each build has its own).
+one_pass_runpaths() {
+  local out lib f
+  out=$(output_path "onePass.$1" out) && lib=$(output_path "onePass.$1" lib) || return 1
+  for f in "$out"/bin/* "$out"/lib/* "$lib"/lib/*; do
+    printf '%s %s\n' "${f#"${f%/*/*}"/}" "$(runpath_or_dash "$f" | sed "s|$out|OUT|g; s|$lib|LIB|g")"
+  done
+}
+# removeStubsFromRunpath's per-entry DEBUG lines of a build's log, sorted,
+# its outputs written OUT and LIB; bin/dlopener's left out (Nixpkgs' chain
+# has its dlopen folder from the derivation's postFixup, which runs before
+# the hooks and so meets their stubs pass; ours appends it after).
+one_pass_stub_lines() {
+  local out lib
+  out=$(output_path "onePass.$1" out) && lib=$(output_path "onePass.$1" lib) || return 1
+  grep -E '^DEBUG: removeStubsFromRunpath: (keeping|replacing|dropping) ' "$work/onePass.$1.log" |
+    grep -v '/bin/dlopener runpath entry' | sed "s|$out|OUT|g; s|$lib|LIB|g" | sort
+}
+test_one_runpath_pass() {
+  local compat=/nix/store/00000000000000000000000000000000-cuda_compat/compat
+  local driver=/run/opengl-driver/lib order ref want out lib
+  local -a ours=(compat-driver-stubs compat-stubs-driver driver-compat-stubs driver-stubs-compat
+    stubs-compat-driver stubs-driver-compat)
+  # Nixpkgs supports the orders with its compat hook after its driver hook
+  # (buildRedist: "autoAddCudaCompatRunpath must appear AFTER
+  # autoAddDriverRunpath"); its stubs hook goes last whatever its place.
+  local -a upstream=(driver-compat-stubs driver-stubs-compat stubs-driver-compat)
+  for order in "${ours[@]}"; do
+    expect "onePass.ours-$order" 0 "re:INFO: nixCudaHooksOneRunpathEntry: one entry, nixCudaHooksFixRunpaths, for: " \
+      "re:WARN: removeStubsFromRunpath: .*/lib/libother-stubs.so: keeps the stubs folder /nix/store/0+-nvidia-x11-stubs/lib" ||
+      return
+  done
+  for order in "${upstream[@]}" compat-driver-stubs; do
+    expect "onePass.upstream-$order" 0 "added removeStubsFromRunpath to postFixupHooks" || return
+  done
+  ref=$(one_pass_runpaths ours-driver-compat-stubs)
+  # The oracle first: upstream's rules written out for three files, read
+  # back with readelf (not from our report).
+  want="bin/stubbed-tool $compat:$driver:\$ORIGIN/../lib"
+  check "one pass: the stubs entries of an executable gone, compat and driver first" grep -qxF "$want" <<<"$ref"
+  want="lib/libstubbed.so $compat:$driver:/opt/a:\$ORIGIN"
+  check "one pass: a library's stubs entry after /opt/a gone, \$ORIGIN kept" grep -qxF "$want" <<<"$ref"
+  want="bin/dlopener $compat:$driver:LIB/lib"
+  check "one pass: the dlopen target's folder in the other output, last" grep -qxF "$want" <<<"$ref"
+  for order in "${ours[@]}"; do
+    check "one pass: ours in the order $order gives the RUNPATHs of driver-compat-stubs" \
+      test "$(one_pass_runpaths "ours-$order")" = "$ref"
+  done
+  for order in "${upstream[@]}"; do
+    check "one pass: Nixpkgs' chain in the order $order gives ours" \
+      test "$(one_pass_runpaths "upstream-$order")" = "$ref"
+    check "one pass: Nixpkgs' removeStubsFromRunpath DEBUG lines ($order) are ours, line for line" \
+      test "$(one_pass_stub_lines "upstream-$order")" = "$(one_pass_stub_lines ours-driver-compat-stubs)"
+  done
+  check "one pass: the stub lines are there (the comparison is not vacuous)" \
+    test "$(one_pass_stub_lines ours-driver-compat-stubs | grep -c 'dropping .*libstubbed.so runpath entry: .*-stubs/lib')" = 1
+  check "one pass: Nixpkgs' chain with compat before driver (unsupported) differs (negative control)" \
+    eval '[[ $(one_pass_runpaths upstream-compat-driver-stubs) != "$ref" ]]'
+  # The loader agrees: run what can run, and what cannot.
+  out=$(output_path onePass.ours-stubs-driver-compat out)
+  check "one pass: a program finds its library through \$ORIGIN/../lib" "$out/bin/tool"
+  check "one pass: the program dlopens its plugin from the other output" \
+    test "$("$out/bin/dlopener")" = "answer 42"
+  check "one pass: the stub libcuda is no longer found (its folder left the RUNPATH)" \
+    eval '[[ $("$out/bin/stubbed-tool" 2>&1) == *"libcuda.so.1: cannot open shared object file"* ]]'
+  out=$(output_path onePass.upstream-driver-compat-stubs out)
+  check "one pass: the same under Nixpkgs' chain" test "$("$out/bin/dlopener")" = "answer 42"
+  # The binary alone on the same files: one run and separate runs in two
+  # orders give the same RUNPATHs; a second run changes no byte.
+  local src tmp
+  src=$(nix-build "${nix_opts[@]}" "$here/builds.nix" -A redistSrcOut "${build_args[@]}" --no-out-link 2>/dev/null)
+  tmp=$(mktemp -d "$work/one-pass.XXXXXX")
+  for order in one split reversed; do
+    cp -r "$src/tree" "$tmp/$order" && chmod -R u+w "$tmp/$order"
+  done
+  local bin=$bin_dir/auto-add-driver-runpath
+  "$bin" --remove-stubs --cuda-compat "$compat" --append-origin "$tmp/one" >/dev/null 2>&1
+  { "$bin" --cuda-compat "$compat" "$tmp/split" && "$bin" --append-origin "$tmp/split" &&
+    "$bin" --remove-stubs "$tmp/split"; } >/dev/null 2>&1
+  { "$bin" --remove-stubs "$tmp/reversed" && "$bin" --append-origin "$tmp/reversed" &&
+    "$bin" --cuda-compat "$compat" "$tmp/reversed"; } >/dev/null 2>&1
+  local f same=1
+  for f in "$tmp"/one/*/*; do
+    f=${f#"$tmp/one/"}
+    [[ $(runpath_or_dash "$tmp/one/$f") == "$(runpath_or_dash "$tmp/split/$f")" &&
+      $(runpath_or_dash "$tmp/one/$f") == "$(runpath_or_dash "$tmp/reversed/$f")" ]] || same=
+  done
+  check "one pass: separate runs in two orders give one run's RUNPATHs (readelf, every file)" test -n "$same"
+  cp -r "$tmp/one" "$tmp/again"
+  "$bin" --remove-stubs --cuda-compat "$compat" --append-origin "$tmp/again" >/dev/null 2>&1
+  check "one pass: a second run changes no byte" diff -r "$tmp/one" "$tmp/again"
+  check "one pass: \$ORIGIN appended once where absent" \
+    test "$(runpath "$tmp/one/lib/libplain.so")" = "$compat:$driver:\$ORIGIN"
+}
+
 test_setup_order
 test_no_broken_symlinks
 test_no_broken_symlinks_structured_attrs
@@ -436,6 +538,7 @@ if [[ -f hooks/auto-add-driver-runpath.sh ]]; then
     test_aadr_dropin
     test_aadr_side_by_side
     test_dlopen_runpath
+    test_one_runpath_pass
   }
 else
   echo "note: hooks/auto-add-driver-runpath.sh not merged yet; its build tests wait for it"

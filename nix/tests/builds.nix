@@ -233,6 +233,102 @@ let
     env -i PATH="$PATH" NIX_STORE="$NIX_STORE" ${t.nix-cuda-hooks}/bin/cuda-elf-inspect \
       --system-lib-dirs --forbid-reference ${refLeakDep} --write-baseline "$out" ${cei-ref-allowed}
   '';
+  # ---- one RUNPATH pass: a redist-like output, Nixpkgs' hook chain in every
+  # order it supports against ours in every order (build-tests.sh,
+  # test_one_runpath_pass). The ELF files are compiled once (redistSrc) and
+  # copied into each build, so that every build starts from the same bytes.
+  # Its `stubs` output is named like a CUDA package's stubs output
+  # (`...-cuda12.8-...-stubs/lib`, removeStubsFromRunpath's second pattern).
+  redistSrc = stdenv.mkDerivation {
+    name = "cuda12.8-redistlike-src";
+    dontUnpack = true;
+    dontFixup = true;
+    outputs = [
+      "out"
+      "stubs"
+    ];
+    installPhase = ''
+      mkdir -p "$out/tree/bin" "$out/tree/lib" "$out/tree/plugins" "$stubs/lib"
+      printf 'int cuInit(unsigned f) { return 100; }\n' >cuda.c
+      printf 'int foo(void) { return 42; }\n' >foo.c
+      printf 'int cuInit(unsigned); int foo(void) { return cuInit(0) == 100 ? 0 : foo(); }\n' >stubbed.c
+      printf 'int foo(void); int main(void) { return foo() == 42 ? 0 : 1; }\n' >main.c
+      printf 'int plug_answer(void) { return 42; }\n' >plug.c
+      gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$stubs/lib/libcuda.so" cuda.c
+      t=$out/tree
+      gcc -shared -fPIC -o "$t/lib/libfoo.so" foo.c -Wl,--enable-new-dtags,-rpath,'$ORIGIN'
+      gcc -o "$t/bin/tool" main.c -L"$t/lib" -lfoo -Wl,--enable-new-dtags,-rpath,'$ORIGIN/../lib'
+      gcc -shared -fPIC -o "$t/lib/libstubbed.so" stubbed.c -Wl,--no-as-needed -L"$stubs/lib" -lcuda \
+        -Wl,--enable-new-dtags,-rpath,"/opt/a:$stubs/lib:\$ORIGIN"
+      gcc -o "$t/bin/stubbed-tool" main.c -Wl,--no-as-needed -L"$t/lib" -lfoo -L"$stubs/lib" -lcuda \
+        -Wl,--enable-new-dtags,-rpath,"$stubs/lib:\$ORIGIN/../lib:/nix/store/00000000000000000000000000000000-cuda_nvml_dev-12.8/lib/stubs"
+      gcc -shared -fPIC -o "$t/lib/libother-stubs.so" foo.c \
+        -Wl,--enable-new-dtags,-rpath,/nix/store/00000000000000000000000000000000-nvidia-x11-stubs/lib
+      gcc -shared -fPIC -o "$t/lib/libplain.so" foo.c
+      gcc -o "$t/bin/dlopener" ${dlopenAppSource} -ldl
+      gcc -shared -fPIC -Wl,-soname,libplug.so.1 -o "$t/plugins/libplug.so.1" plug.c
+      gcc -static -o "$t/bin/static" ${builtins.toFile "static.c" "int main(void) { return 0; }"}
+    '';
+  };
+  # Nixpkgs' autoAddCudaCompatRunpath from its own package.nix.
+  upstreamCompatHook =
+    import (t.upstream "pkgs/development/cuda-modules/packages/autoAddCudaCompatRunpath/package.nix")
+      {
+        inherit makeSetupHook;
+        inherit (t) autoFixElfFiles;
+        cuda_compat = fakeCudaCompat;
+      };
+  # `upstream`: Nixpkgs' chain, where the dlopen target's folder is added by
+  # hand, as Nixpkgs' redist packages do (appendRunpaths, #549346).
+  redistLike =
+    name: upstream: hookPackages:
+    stdenv.mkDerivation {
+      name = "cuda12.8-redistlike-${name}";
+      dontUnpack = true;
+      dontStrip = true;
+      outputs = [
+        "out"
+        "lib"
+      ];
+      NIX_DEBUG = 6;
+      nativeBuildInputs = hookPackages;
+      installPhase = ''
+        mkdir -p "$out" "$lib/lib"
+        cp -r ${redistSrc}/tree/bin ${redistSrc}/tree/lib "$out/"
+        cp ${redistSrc}/tree/plugins/* "$lib/lib/"
+        chmod -R u+w "$out" "$lib"
+      '';
+      postFixup = if upstream then ''patchelf --add-rpath "$lib/lib" "$out/bin/dlopener"'' else "";
+    };
+  oursCompatHook = hooks.mkAutoAddCudaCompatRunpath { cuda_compat = fakeCudaCompat; };
+  # Every order of the three hooks: [ name hooks ].
+  orders =
+    named:
+    let
+      perms =
+        xs:
+        if xs == [ ] then
+          [ [ ] ]
+        else
+          builtins.concatMap (
+            x: map (rest: [ x ] ++ rest) (perms (builtins.filter (y: y != x) xs))
+          ) xs;
+    in
+    map (p: {
+      name = builtins.concatStringsSep "-" p;
+      hooks = map (n: named.${n}) p;
+    }) (perms (builtins.attrNames named));
+  upstreamOrders = orders {
+    driver = t.upstreamAutoAddDriverRunpath;
+    compat = upstreamCompatHook;
+    stubs = removeStubsFromRunpathHook;
+  };
+  oursOrders = orders {
+    driver = hooks.autoAddDlopenRunpath;
+    compat = oursCompatHook;
+    stubs = removeStubsFromRunpathHook;
+  };
+
 in
 {
   inherit (t) nix-cuda-hooks;
@@ -451,7 +547,10 @@ in
         propagatedBuildInputs = [ hooks.autoFixElfFilesDriverRunpath ];
       } ../../hooks/auto-add-driver-runpath.sh)
     ];
-    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+    postFixup = ''
+      printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+      printf '%s\n' "''${nixCudaHooksRunpathFixes[@]}" >"$out/folded"
+    '';
   };
   # The lib output is never created: upstream's hook fails after patching the rest.
   aadr-missing-output = withElf "aadr-missing-output" {
@@ -504,7 +603,10 @@ in
       myAction() { echo "$1" >>"$out/my-action"; }
       postFixupHooks+=("autoFixElfFiles myAction")
     '';
-    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+    postFixup = ''
+      printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+      printf '%s\n' "''${nixCudaHooksRunpathFixes[@]}" >"$out/folded"
+    '';
   };
   # A derivation calling Nixpkgs' addDriverRunpath function by hand.
   aadr-by-hand = withElf "aadr-by-hand" {
@@ -531,12 +633,18 @@ in
       hooks.autoAddDriverRunpath
       (hooks.mkAutoAddCudaCompatRunpath { cuda_compat = fakeCudaCompat; })
     ];
-    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+    postFixup = ''
+      printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+      printf '%s\n' "''${nixCudaHooksRunpathFixes[@]}" >"$out/folded"
+    '';
   };
   # From buildInputs: upstream's guard (hostOffset -1, targetOffset 0) returns.
   compat-build-inputs = withElf "compat-build-inputs" {
     buildInputs = [ (hooks.mkAutoAddCudaCompatRunpath { cuda_compat = fakeCudaCompat; }) ];
-    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+    postFixup = ''
+      printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+      printf '%s\n' "''${nixCudaHooksRunpathFixes[@]}" >"$out/folded"
+    '';
   };
 
   # ---- side by side: Nixpkgs' autoAddDriverRunpath chain vs ours --------------
@@ -546,6 +654,20 @@ in
   side-none = elfZoo "side-none" [ ];
   side-upstream = elfZoo "side-upstream" [ t.upstreamAutoAddDriverRunpath ];
   side-ours = elfZoo "side-ours" [ hooks.autoAddDriverRunpath ];
+
+  # The redist-like output's ELF files before any hook, and each order of
+  # Nixpkgs' hooks and of ours over them.
+  redistSrcOut = redistSrc;
+  onePass = builtins.listToAttrs (
+    map (o: {
+      name = "upstream-${o.name}";
+      value = redistLike "upstream-${o.name}" true o.hooks;
+    }) upstreamOrders
+    ++ map (o: {
+      name = "ours-${o.name}";
+      value = redistLike "ours-${o.name}" false o.hooks;
+    }) oursOrders
+  );
 
   # ---- cudaElfInspectHook (built when hooks/cuda-elf-inspect.sh, the binary and nvcc exist)
   cei-wrong-capability = withCuda "cei-wrong-capability" [ "9.0" ] { };
@@ -564,7 +686,10 @@ in
         cudaVersion = "13.0";
       })
     ];
-    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+    postFixup = ''
+      printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+      printf '%s\n' "''${nixCudaHooksRunpathFixes[@]}" >"$out/folded"
+    '';
   };
   cei-unsubstituted = withCuda "cei-unsubstituted" [ "8.0" ] {
     nativeBuildInputs = [ (makeSetupHook { name = "cuda-elf-inspect-hook-raw"; } ../../hooks/cuda-elf-inspect.sh) ];
@@ -584,7 +709,10 @@ in
       (inspectHook [ "8.0" ])
       removeStubsFromRunpathHook
     ];
-    postFixup = ''printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"'';
+    postFixup = ''
+      printf '%s\n' "''${postFixupHooks[@]}" >"$out/registered"
+      printf '%s\n' "''${nixCudaHooksRunpathFixes[@]}" >"$out/folded"
+    '';
   };
 
   # ---- build-only references (docs/references.md) -----------------------------

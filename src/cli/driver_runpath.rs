@@ -53,10 +53,17 @@ pub struct Args {
     /// its NEEDED libraries or the driver.
     #[arg(long, value_name = "DIR[:DIR...]")]
     dlopen_search: Vec<std::ffi::OsString>,
-    /// Also replace the first `*-cuda*/lib/stubs` entry by the driver entry and
-    /// drop later ones (removeStubsFromRunpathHook).
+    /// Also remove the CUDA stubs entries as removeStubsFromRunpathHook does
+    /// after the driver hook: an entry matching `*-cuda*/stubs` or
+    /// `*-cuda*-stubs/lib*` becomes the driver entry unless the driver entry
+    /// came earlier, in which case it goes. A stubs folder these patterns
+    /// miss is kept and warned about.
+    #[arg(long, alias = "replace-stubs")]
+    remove_stubs: bool,
+    /// Also append `$ORIGIN` when absent (buildRedist's `appendRunpaths`),
+    /// before the dlopen folders.
     #[arg(long)]
-    replace_stubs: bool,
+    append_origin: bool,
     /// Write DT_RPATH instead of DT_RUNPATH.
     #[arg(long)]
     force_rpath: bool,
@@ -109,6 +116,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let env = BuildEnv::from_env()?;
     let fix_log = Logger::from_env("autoFixElfFiles").with_stderr_verbosity(args.common.verbose);
     let add_log = Logger::from_env("addDriverRunpath").with_stderr_verbosity(args.common.verbose);
+    let stubs_log =
+        Logger::from_env("removeStubsFromRunpath").with_stderr_verbosity(args.common.verbose);
     let mut targets = env.targets(&args.paths)?;
     // A path typed by hand that does not exist is a mistake: said, the other
     // paths still patched, exit 2 at the end. A link is followed: to a
@@ -138,6 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let mut sinks = Sinks {
         fix_log: &fix_log,
         add_log: &add_log,
+        stubs_log: &stubs_log,
         text,
         stdout: &mut stdout,
         stderr: &mut stderr,
@@ -169,7 +179,8 @@ fn config(args: &Args) -> anyhow::Result<Config> {
     Ok(Config {
         driver: driver_runpath::Driver::from_link(args.driver_link.as_deref()),
         compat_entry: args.cuda_compat.as_deref().map(driver_runpath::folder_entry),
-        replace_stubs: args.replace_stubs,
+        remove_stubs: args.remove_stubs,
+        append_origin: args.append_origin,
         force_rpath: args.force_rpath,
         check: args.check,
         skip_unsupported: args.skip_unsupported,

@@ -23,6 +23,8 @@ pub struct Sinks<'a> {
     pub fix_log: &'a Logger,
     /// addDriverRunpath's log.
     pub add_log: &'a Logger,
+    /// removeStubsFromRunpath's log (`--remove-stubs`).
+    pub stubs_log: &'a Logger,
     /// Text format: upstream's stdout lines are written.
     pub text: bool,
     /// Standard output.
@@ -62,9 +64,42 @@ fn emit_events(report: &RunReport, fix_log: &Logger, add_log: &Logger) {
     }
 }
 
+/// removeStubsFromRunpath's lines for one file: upstream's `NIX_DEBUG` 6
+/// line per entry, word for word, and a warning per stubs folder its
+/// patterns miss (upstream keeps those silently).
+fn stubs_lines(f: &FileReport, log: &Logger) {
+    let driver = f.driver_entry.as_deref().unwrap_or("");
+    for step in &f.stubs {
+        let msg = match step.action {
+            "replace" => Msg::new("replacing ")
+                .p(&f.path)
+                .s(" runpath entry: ")
+                .s(&step.entry)
+                .s(" -> ")
+                .s(driver),
+            verb => Msg::new(if verb == "drop" { "dropping " } else { "keeping " })
+                .p(&f.path)
+                .s(" runpath entry: ")
+                .s(&step.entry),
+        };
+        log.debug(&msg);
+    }
+    for kept in &f.stubs_kept {
+        log.warn(
+            &Msg::new("")
+                .p(&f.path)
+                .s(": keeps the stubs folder ")
+                .s(kept)
+                .s(" (it matches neither *-cuda*/stubs nor *-cuda*-stubs/lib*): \
+             the loader may take a stub library from it instead of the driver's"),
+        );
+    }
+}
+
 /// One file's lines.
 fn emit_file(f: &FileReport, cfg: &Config, out: &mut Sinks<'_>) -> io::Result<()> {
     let (fix_log, add_log) = (out.fix_log, out.add_log);
+    stubs_lines(f, out.stubs_log);
     match f.action {
         Action::Patched => {
             // Upstream's unconditional line, on stderr.
@@ -195,9 +230,16 @@ mod tests {
     fn emitted(report: &RunReport, cfg: &Config, text: bool) -> [Vec<u8>; 4] {
         let (fix, add) =
             (Logger::buffer("autoFixElfFiles", 7), Logger::buffer("addDriverRunpath", 7));
+        let stubs = Logger::buffer("removeStubsFromRunpath", 7);
         let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-        let mut sinks =
-            Sinks { fix_log: &fix, add_log: &add, text, stdout: &mut stdout, stderr: &mut stderr };
+        let mut sinks = Sinks {
+            fix_log: &fix,
+            add_log: &add,
+            stubs_log: &stubs,
+            text,
+            stdout: &mut stdout,
+            stderr: &mut stderr,
+        };
         emit(report, cfg, &mut sinks).unwrap();
         [fix.take_buffer(), add.take_buffer(), stdout, stderr]
     }

@@ -30,12 +30,12 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use crate::buildenv::Output;
-use crate::devicecode::host::Mapped;
 use crate::elf::classify::Skip;
 use crate::elf::machine::Target;
 use crate::elf::ElfError;
 use crate::error::PathError;
 use crate::fs::atomic;
+use crate::fs::mapped::Mapped;
 use crate::fs::side::{self, Process, SideFile};
 use crate::fs::walk;
 
@@ -49,8 +49,8 @@ mod write;
 
 pub use dlopen_folders::{AddedFolder, DlopenReport, Served};
 pub use plan::{
-    check_driver_link, driver_entry, folder_entry, Config, Driver, DriverRule, NIXOS_DRIVER_LINK,
-    NIXOS_DRIVER_LINK_32,
+    check_driver_link, driver_entry, folder_entry, Config, Driver, DriverRule, StubEntry,
+    NIXOS_DRIVER_LINK, NIXOS_DRIVER_LINK_32,
 };
 pub use report::{Action, ErrorKind, FileReport, RunReport, Summary, WalkEvent};
 

@@ -11,7 +11,7 @@ use super::classify::Parsed;
 use super::search::SearchFolders;
 use super::{Action, FileError, FileReport};
 use crate::elf::patch::{self, Rewrite};
-use crate::elf::runpath::{self, Plan, Tag};
+use crate::elf::runpath::{self, Plan, StubStep, Tag};
 use crate::elf::ElfError;
 
 /// What the run should do.
@@ -21,8 +21,12 @@ pub struct Config {
     pub driver: Driver,
     /// `--cuda-compat DIR`: this folder first, the driver entry second.
     pub compat_entry: Option<Vec<u8>>,
-    /// Replace `*-cuda*/lib/stubs` entries (removeStubsFromRunpath).
-    pub replace_stubs: bool,
+    /// `--remove-stubs`: the CUDA stubs entries replaced by the driver entry
+    /// or dropped (removeStubsFromRunpath).
+    pub remove_stubs: bool,
+    /// `--append-origin`: `$ORIGIN` appended when absent (buildRedist's
+    /// `appendRunpaths`), before the dlopen folders.
+    pub append_origin: bool,
     /// Write DT_RPATH instead of DT_RUNPATH.
     pub force_rpath: bool,
     /// Report only, write nothing.
@@ -48,7 +52,8 @@ impl Config {
         Config {
             driver,
             compat_entry: None,
-            replace_stubs: false,
+            remove_stubs: false,
+            append_origin: false,
             force_rpath: false,
             check: false,
             skip_unsupported: false,
@@ -63,13 +68,16 @@ impl Config {
     pub fn plan_options(
         &self,
         machine: u16,
-        append: Vec<Vec<u8>>,
+        mut append: Vec<Vec<u8>>,
     ) -> (runpath::Options, DriverRule) {
         let (entry, rule) = self.driver.entry_for(machine);
+        if self.append_origin {
+            append.insert(0, b"$ORIGIN".to_vec());
+        }
         let opts = runpath::Options {
             driver_entry: entry,
             compat_entry: self.compat_entry.clone(),
-            replace_stubs: self.replace_stubs,
+            remove_stubs: self.remove_stubs,
             force_rpath: self.force_rpath,
             append_entries: append,
         };
@@ -191,6 +199,26 @@ pub(super) struct Change {
     pub(super) rw: Rewrite,
 }
 
+/// One verdict of the stubs pass, as the report shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StubEntry {
+    /// The entry.
+    pub entry: String,
+    /// `keep`, `replace` (by the driver entry) or `drop`.
+    pub action: &'static str,
+}
+
+impl From<&StubStep> for StubEntry {
+    fn from(step: &StubStep) -> StubEntry {
+        let (e, action) = match step {
+            StubStep::Keep(e) => (e, "keep"),
+            StubStep::Replace(e) => (e, "replace"),
+            StubStep::Drop(e) => (e, "drop"),
+        };
+        StubEntry { entry: lossy(e), action }
+    }
+}
+
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -214,7 +242,21 @@ pub(super) fn plan_file(
     let (opts, rule) = cfg.plan_options(file.elf.machine, append);
     report.driver_rule = Some(rule);
     report.driver_entry = Some(lossy(&opts.driver_entry));
-    let (value, tag) = match runpath::plan(current, &opts) {
+    let planned = runpath::plan_steps(current, &opts);
+    if cfg.remove_stubs {
+        report.stubs = planned.stub_steps.iter().map(StubEntry::from).collect();
+        // A stubs folder the patterns miss survives, as upstream's: said.
+        let kept = match &planned.plan {
+            Plan::Set { value, .. } => value.as_slice(),
+            _ => current.map_or(&b""[..], |(v, _)| v),
+        };
+        report.stubs_kept = kept
+            .split(|&b| b == b':')
+            .filter(|e| runpath::is_other_stubs_folder(e))
+            .map(lossy)
+            .collect();
+    }
+    let (value, tag) = match planned.plan {
         Plan::Unchanged => {
             report.action = Action::Unchanged;
             return Ok(None);

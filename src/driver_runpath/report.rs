@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::dlopen_folders::DlopenReport;
-use super::plan::DriverRule;
+use super::plan::{DriverRule, StubEntry};
 use crate::elf::classify::Skip;
 use crate::elf::patch::Strategy;
 use crate::elf::runpath::Tag;
@@ -88,6 +88,14 @@ pub struct FileReport {
     /// folders it needs and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dlopen: Option<DlopenReport>,
+    /// `--remove-stubs`: what removeStubsFromRunpath's pass did with each
+    /// entry it met (the `NIX_DEBUG` 6 lines).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stubs: Vec<StubEntry>,
+    /// `--remove-stubs`: stubs folders left in the search path because
+    /// upstream's patterns do not match them (a warning).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stubs_kept: Vec<String>,
     /// Error class.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_kind: Option<ErrorKind>,
@@ -126,6 +134,8 @@ impl FileReport {
             in_place: false,
             outside_links: 0,
             dlopen: None,
+            stubs: Vec::new(),
+            stubs_kept: Vec::new(),
             error_kind: None,
             error: None,
         }

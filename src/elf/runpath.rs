@@ -1,37 +1,33 @@
-//! Plans the new RUNPATH value: pure string logic, no I/O.
+//! Plans the new RUNPATH value: pure string logic, no I/O. One plan per
+//! file: every fix asked for is applied to the file's entries in upstream's
+//! order, and the result is written once (docs/auto-add-driver-runpath.md,
+//! "One plan per file").
 //!
-//! Rules (reference `upstream-hooks.md` §4, with our deliberate deviations):
-//! - the driver entry (`/run/opengl-driver/lib` or `--driver-link DIR` + `/lib`)
-//!   goes first, followed by the old RUNPATH (or, without one, RPATH) entries;
-//! - **idempotent**: when the driver entry is already *present* anywhere, the
-//!   file is left untouched byte for byte. "Present", not "first", because
-//!   autoAddCudaCompatRunpath runs after us and puts the `cuda_compat`
-//!   directory in front of the driver entry on purpose; a second run of this
-//!   hook must not undo that;
-//! - **no empty entries**: upstream writes `/run/opengl-driver/lib:` for a file
-//!   without RUNPATH, and an empty entry makes glibc search the current
-//!   directory. When we write, empty entries are dropped, and so are later
-//!   duplicates of an entry (glibc stops at the first match, so a repeat can
-//!   never be used);
-//! - `--replace-stubs` (removeStubsFromRunpathHook): the first entry matching
-//!   the glob `*-cuda*/lib/stubs` becomes the driver entry, later matches are
-//!   dropped, and so is the stub entry when the driver entry came earlier;
-//! - the result is written as DT_RUNPATH (an existing DT_RPATH converted),
-//!   or as DT_RPATH with `--force-rpath`;
-//! - `--cuda-compat DIR` (autoAddCudaCompatRunpath, which upstream runs as a
-//!   second patchelf pass after addDriverRunpath): DIR first, the driver entry
-//!   second, then the old entries without those two, in one rewrite. The file
-//!   is left alone when it already reads exactly so (a second run changes
-//!   nothing); "present anywhere" is not enough here, because the compat
-//!   folder only works in front of the driver's `libcuda.so`.
-//! - appended entries (`--dlopen-search`: the folders that hold a library
-//!   the file dlopens and cannot find otherwise) go **last**, after the old
-//!   entries, each once: the entries a maintainer wrote (and the driver
-//!   entry) keep their precedence, and an appended folder only serves the
-//!   names nothing before it provides. A file that already holds the driver
-//!   entry and every appended entry is left alone; one that holds the driver
-//!   entry but misses an appended entry gets only the missing entries at
-//!   the end (its old order, a compat folder in front included, is kept).
+//! The fixes, in the order Nixpkgs' hooks run them:
+//! 1. **driver** (addDriverRunpath; always): the driver entry goes first
+//!    unless the search path already holds it anywhere (upstream prepends it
+//!    again on every run; "present anywhere", not "first", because the
+//!    cuda_compat folder goes in front of it on purpose);
+//! 2. **cuda_compat** (`--cuda-compat DIR`, autoAddCudaCompatRunpath, which
+//!    upstream registers after the driver hook): DIR first, the driver entry
+//!    second, the other entries after them;
+//! 3. **stubs** (`--remove-stubs`, removeStubsFromRunpath, which upstream
+//!    runs last): an entry matching `*-cuda*/stubs` or `*-cuda*-stubs/lib*`
+//!    becomes the driver entry unless the driver entry came earlier, in which
+//!    case it is dropped ([`StubStep`] records upstream's per-entry verdict);
+//! 4. **appended** entries (`$ORIGIN` with `--append-origin`, the dlopen
+//!    folders of `--dlopen-search`) go last, each once, when absent.
+//!
+//! Then, when anything changed, empty entries (an empty entry makes glibc
+//! search the working directory) and later duplicates (glibc stops at the
+//! first match, so a repeat is never used) are dropped, and the value is
+//! written as DT_RUNPATH (DT_RPATH with `--force-rpath`). When no fix changes
+//! an entry the file is left byte for byte as it is.
+//!
+//! Because the driver fix is part of every plan, the plan of a union of fixes
+//! is the plan of one fix applied to the result of another, in either order,
+//! and a plan applied to its own result changes nothing: separate runs give
+//! the bytes one run gives.
 
 /// Which dynamic tag holds the search path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -65,8 +61,8 @@ pub struct Options {
     pub driver_entry: Vec<u8>,
     /// The `cuda_compat` folder to put before the driver entry.
     pub compat_entry: Option<Vec<u8>>,
-    /// Replace `*-cuda*/lib/stubs` entries (removeStubsFromRunpath).
-    pub replace_stubs: bool,
+    /// Replace or drop the CUDA stubs entries (removeStubsFromRunpath).
+    pub remove_stubs: bool,
     /// Write DT_RPATH instead of DT_RUNPATH.
     pub force_rpath: bool,
     /// Entries to append after the old ones, in this order, when absent
@@ -90,70 +86,123 @@ pub enum Plan {
     TooLong(usize),
 }
 
-/// Whether an entry matches the bash glob `*-cuda*/lib/stubs`.
+/// What removeStubsFromRunpath does with one entry, in the order it meets
+/// them (its `NIX_DEBUG` lines say the same).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StubStep {
+    /// Not a stubs entry: kept.
+    Keep(Vec<u8>),
+    /// The first stubs entry before any driver entry: replaced by it.
+    Replace(Vec<u8>),
+    /// A stubs entry after the driver entry: dropped.
+    Drop(Vec<u8>),
+}
+
+/// The planner's verdict and what the stubs pass did on the way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planned {
+    /// The verdict.
+    pub plan: Plan,
+    /// The stubs pass's per-entry steps (empty unless asked for).
+    pub stub_steps: Vec<StubStep>,
+}
+
+/// Whether an entry matches removeStubsFromRunpath's bash patterns
+/// `*-cuda*/stubs` (a `stubs` folder of a CUDA package) or
+/// `*-cuda*-stubs/lib*` (the `lib` folder of a CUDA package's `stubs`
+/// output). `*` matches any text, `/` included.
 pub fn is_stub_entry(entry: &[u8]) -> bool {
-    entry.strip_suffix(b"/lib/stubs").is_some_and(|head| head.windows(5).any(|w| w == b"-cuda"))
+    let Some(cuda) = find(entry, b"-cuda") else { return false };
+    let after = &entry[cuda + b"-cuda".len()..];
+    after.ends_with(b"/stubs") || find(after, b"-stubs/lib").is_some()
+}
+
+/// Whether an entry names a stubs folder that [`is_stub_entry`] does not
+/// match (no `-cuda` in the store name, say): upstream's hook keeps it, and
+/// so do we, but the run says so.
+pub fn is_other_stubs_folder(entry: &[u8]) -> bool {
+    let e = entry.strip_suffix(b"/").unwrap_or(entry);
+    let stubs = e.ends_with(b"/stubs")
+        || e == b"stubs"
+        || find(e, b"/stubs/").is_some()
+        || find(e, b"-stubs/lib").is_some();
+    stubs && !is_stub_entry(entry)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Plans the new value from the current one (`None`: no RUNPATH or RPATH).
 pub fn plan(current: Option<(&[u8], Tag)>, opts: &Options) -> Plan {
+    plan_steps(current, opts).plan
+}
+
+/// [`plan`], with the stubs pass's steps.
+pub fn plan_steps(current: Option<(&[u8], Tag)>, opts: &Options) -> Planned {
     let driver = opts.driver_entry.as_slice();
     let old: Vec<&[u8]> = match current {
-        Some((value, _)) => value.split(|&b| b == b':').collect(),
-        None => Vec::new(),
+        Some((value, _)) if !value.is_empty() => value.split(|&b| b == b':').collect(),
+        _ => Vec::new(),
     };
-    let has_stub = opts.replace_stubs && old.iter().any(|e| is_stub_entry(e));
-    let missing: Vec<&[u8]> = opts
-        .append_entries
-        .iter()
-        .map(Vec::as_slice)
-        .filter(|e| !e.is_empty() && !old.contains(e))
-        .collect();
-    let mut wanted: Vec<&[u8]> = Vec::with_capacity(old.len() + 2 + missing.len());
-    if !has_stub && opts.compat_entry.is_none() && old.contains(&driver) {
-        if missing.is_empty() {
-            return Plan::Unchanged;
-        }
-        // The driver entry is present: its place (and a compat folder in
-        // front of it) is kept; only the missing folders are appended.
-        wanted.extend(old.iter().copied());
-    } else if let Some(compat) = &opts.compat_entry {
-        // The stub entries go: the driver entry is already in front of them.
-        wanted.push(compat);
-        wanted.push(driver);
-        wanted.extend(old.iter().copied().filter(|e| !(has_stub && is_stub_entry(e))));
-    } else if has_stub {
-        let mut replaced = false;
-        for e in &old {
+    let mut list = old.clone();
+    // 1. The driver entry.
+    if !list.contains(&driver) {
+        list.insert(0, driver);
+    }
+    // 2. cuda_compat first, the driver entry second.
+    if let Some(compat) = &opts.compat_entry {
+        list.retain(|e| *e != compat.as_slice() && *e != driver);
+        list.splice(0..0, [compat.as_slice(), driver]);
+    }
+    // 3. The stubs, as removeStubsFromRunpath walks them.
+    let mut stub_steps = Vec::new();
+    if opts.remove_stubs {
+        let mut seen_driver = false;
+        let mut kept = Vec::with_capacity(list.len());
+        for e in list {
             if is_stub_entry(e) {
-                if !replaced {
-                    wanted.push(driver);
-                    replaced = true;
+                if seen_driver {
+                    stub_steps.push(StubStep::Drop(e.to_vec()));
+                } else {
+                    stub_steps.push(StubStep::Replace(e.to_vec()));
+                    kept.push(driver);
+                    seen_driver = true;
                 }
             } else {
-                wanted.push(e);
+                stub_steps.push(StubStep::Keep(e.to_vec()));
+                kept.push(e);
+                seen_driver |= e == driver;
             }
         }
-    } else {
-        wanted.push(driver);
-        wanted.extend(old.iter().copied());
+        list = kept;
     }
-    wanted.extend(missing);
-    let mut out: Vec<&[u8]> = Vec::with_capacity(wanted.len());
-    for e in wanted {
-        if !e.is_empty() && !out.contains(&e) {
-            out.push(e);
+    // 4. Appended entries, each once.
+    for e in &opts.append_entries {
+        if !e.is_empty() && !list.contains(&e.as_slice()) {
+            list.push(e);
         }
     }
-    let value = out.join(&b':');
     let tag = if opts.force_rpath { Tag::Rpath } else { Tag::Runpath };
-    if current == Some((value.as_slice(), tag)) {
-        return Plan::Unchanged;
-    }
-    if value.len() > MAX_RUNPATH {
-        return Plan::TooLong(value.len());
-    }
-    Plan::Set { value, tag }
+    let plan = if list == old {
+        Plan::Unchanged
+    } else {
+        let mut out: Vec<&[u8]> = Vec::with_capacity(list.len());
+        for e in list {
+            if !e.is_empty() && !out.contains(&e) {
+                out.push(e);
+            }
+        }
+        let value = out.join(&b':');
+        if current == Some((value.as_slice(), tag)) {
+            Plan::Unchanged
+        } else if value.len() > MAX_RUNPATH {
+            Plan::TooLong(value.len())
+        } else {
+            Plan::Set { value, tag }
+        }
+    };
+    Planned { plan, stub_steps }
 }
 
 #[cfg(test)]
@@ -164,7 +213,7 @@ mod tests {
         Options {
             driver_entry: b"/run/opengl-driver/lib".to_vec(),
             compat_entry: None,
-            replace_stubs: false,
+            remove_stubs: false,
             force_rpath: false,
             append_entries: Vec::new(),
         }
@@ -214,50 +263,142 @@ mod tests {
     }
 
     #[test]
-    fn stubs_are_replaced_in_place() {
-        let o = Options { replace_stubs: true, ..opts() };
+    fn stub_patterns_are_upstreams_globs() {
+        for yes in [
+            &b"/nix/store/h-cuda_cudart-12/lib/stubs"[..],
+            b"/nix/store/h-cuda12.8-cuda_cudart-12.8-stubs/lib",
+            b"/nix/store/h-cuda12.8-libcublas-stubs/lib64",
+            b"/nix/store/h-cuda_nvml_dev/stubs",
+            b"/x-cuda/stubs",
+        ] {
+            assert!(is_stub_entry(yes), "{}", String::from_utf8_lossy(yes));
+            assert!(!is_other_stubs_folder(yes));
+        }
+        for no in [
+            &b"/nix/store/h-nvidia/lib/stubs"[..],
+            b"/nix/store/h-cuda/lib",
+            b"/nix/store/h-cudart-stubs",
+            b"/nix/store/h-cuda_cudart/stubs/x",
+            b"/nix/store/h-libcuda-stubs",
+        ] {
+            assert!(!is_stub_entry(no), "{}", String::from_utf8_lossy(no));
+        }
+        // Stubs folders outside the patterns: kept, and said.
+        assert!(is_other_stubs_folder(b"/nix/store/h-nvidia/lib/stubs"));
+        assert!(is_other_stubs_folder(b"/nix/store/h-nvidia-stubs/lib"));
+        assert!(is_other_stubs_folder(b"/opt/cuda/lib64/stubs/"));
+        assert!(!is_other_stubs_folder(b"/nix/store/h-cuda/lib"));
+    }
+
+    #[test]
+    fn stubs_as_upstream_after_the_driver_hook() {
+        let o = Options { remove_stubs: true, ..opts() };
         let stub = b"/nix/store/h-cuda_cudart-12/lib/stubs";
-        assert!(is_stub_entry(stub));
-        assert!(is_stub_entry(b"/nix/store/h-cudart/lib/stubs"));
-        assert!(!is_stub_entry(b"/nix/store/h-nvidia/lib/stubs"));
-        assert!(!is_stub_entry(b"/nix/store/h-cuda/lib"));
         let cur = [&b"/a:"[..], stub, b":/b:", stub].concat();
-        assert_eq!(set(plan(Some((&cur, Tag::Runpath)), &o)).0, "/a:/run/opengl-driver/lib:/b");
-        let cur = [&b"/run/opengl-driver/lib:"[..], stub].concat();
-        assert_eq!(set(plan(Some((&cur, Tag::Runpath)), &o)).0, "/run/opengl-driver/lib");
+        let p = plan_steps(Some((&cur, Tag::Runpath)), &o);
+        // The driver hook prepends the driver entry; the stubs pass then
+        // meets it first and drops every stubs entry.
+        assert_eq!(set(p.plan).0, "/run/opengl-driver/lib:/a:/b");
+        assert_eq!(
+            p.stub_steps,
+            [
+                StubStep::Keep(b"/run/opengl-driver/lib".to_vec()),
+                StubStep::Keep(b"/a".to_vec()),
+                StubStep::Drop(stub.to_vec()),
+                StubStep::Keep(b"/b".to_vec()),
+                StubStep::Drop(stub.to_vec()),
+            ]
+        );
+        // A driver entry after the stubs entry: the first stubs entry
+        // becomes the driver entry, the later copy goes.
+        let cur = [&b"/a:"[..], stub, b":/run/opengl-driver/lib"].concat();
+        let p = plan_steps(Some((&cur, Tag::Runpath)), &o);
+        assert_eq!(set(p.plan).0, "/a:/run/opengl-driver/lib");
+        assert_eq!(p.stub_steps[1], StubStep::Replace(stub.to_vec()));
+        // Nothing to remove, the driver present: untouched.
+        assert_eq!(plan(Some((b"/run/opengl-driver/lib:/a", Tag::Runpath)), &o), Plan::Unchanged);
         // Without the option, stubs stay and the driver is prepended.
         let cur = [&b"/a:"[..], stub].concat();
         assert!(set(plan(Some((&cur, Tag::Runpath)), &opts())).0.ends_with("/lib/stubs"));
     }
 
+    /// Every combination of fixes, applied as separate runs in every order
+    /// (a plain run among them), gives the bytes of one run with all of
+    /// them; and a run on its own result changes nothing. The one order that
+    /// matters: two appending runs append in their run order.
     #[test]
-    fn compat_goes_first_and_driver_second_once() {
-        let c = b"/nix/store/h-cuda_compat/compat".to_vec();
-        let o = Options { compat_entry: Some(c.clone()), ..opts() };
-        let want = "/nix/store/h-cuda_compat/compat:/run/opengl-driver/lib";
-        assert_eq!(set(plan(None, &o)).0, want);
-        // After the plain hook, and in any order: one rewrite puts them right.
-        let (v, _) = set(plan(Some((b"/run/opengl-driver/lib:/a", Tag::Runpath)), &o));
-        assert_eq!(v, format!("{want}:/a"));
-        let (v, _) = set(plan(
-            Some((b"/a:/run/opengl-driver/lib:/nix/store/h-cuda_compat/compat", Tag::Rpath)),
-            &o,
-        ));
-        assert_eq!(v, format!("{want}:/a"));
-        // Idempotent.
-        assert_eq!(
-            plan(Some((format!("{want}:/a").as_bytes(), Tag::Runpath)), &o),
-            Plan::Unchanged
-        );
-        // Stubs go when asked.
-        let so = Options { replace_stubs: true, ..o.clone() };
-        let (v, _) = set(plan(Some((b"/a:/nix/store/h-cuda_cudart/lib/stubs", Tag::Runpath)), &so));
-        assert_eq!(v, format!("{want}:/a"));
-        // The plain hook after it leaves the file alone.
-        assert_eq!(
-            plan(Some((format!("{want}:/a").as_bytes(), Tag::Runpath)), &opts()),
-            Plan::Unchanged
-        );
+    fn separate_runs_in_any_order_give_one_runs_bytes() {
+        let s1 = "/nix/store/h-cuda12.8-cuda_cudart-12.8-stubs/lib";
+        let s2 = "/nix/store/h-cuda_nvml/lib/stubs";
+        let d = "/run/opengl-driver/lib";
+        let c = "/nix/store/h-cuda_compat/compat";
+        let inputs: Vec<Option<String>> = vec![
+            None,
+            Some(String::new()),
+            Some("$ORIGIN".into()),
+            Some(format!("/a:{s1}:/b:{s2}")),
+            Some(format!("{s1}:$ORIGIN/../lib::/a")),
+            Some(format!("/a:{s1}:{d}:/b")),
+            Some(format!("{d}:{s2}:/a:/a")),
+            Some(format!("/a:{c}:{d}:{s1}")),
+            Some(format!("{c}:/x:{d}:/y/dl")),
+        ];
+        let fixes = |mask: u32| Options {
+            remove_stubs: mask & 1 != 0,
+            compat_entry: (mask & 2 != 0).then(|| c.as_bytes().to_vec()),
+            append_entries: [(4, "$ORIGIN"), (8, "/y/dl")]
+                .iter()
+                .filter(|(bit, _)| mask & bit != 0)
+                .map(|(_, e)| e.as_bytes().to_vec())
+                .collect(),
+            ..opts()
+        };
+        let apply = |cur: &Option<(Vec<u8>, Tag)>, o: &Options| -> Option<(Vec<u8>, Tag)> {
+            match plan(cur.as_ref().map(|(v, t)| (v.as_slice(), *t)), o) {
+                Plan::Unchanged => cur.clone(),
+                Plan::Set { value, tag } => Some((value, tag)),
+                Plan::TooLong(_) => unreachable!(),
+            }
+        };
+        for input in &inputs {
+            let start = input.as_ref().map(|v| (v.as_bytes().to_vec(), Tag::Runpath));
+            for mask in 0..16u32 {
+                let once = apply(&start, &fixes(mask));
+                assert_eq!(apply(&once, &fixes(mask)), once, "not idempotent: {input:?} {mask}");
+                // Each fix as its own run, plus a plain run, in every order.
+                let mut bits: Vec<u32> = (0..4).map(|b| 1 << b).filter(|b| mask & b != 0).collect();
+                bits.push(0);
+                // The two appending fixes keep their run order between
+                // them: `$ORIGIN` before the dlopen folder, as in one run.
+                let appends_in_order = |o: &Vec<u32>| {
+                    let at = |b| o.iter().position(|&x| x == b);
+                    !matches!((at(4), at(8)), (Some(i), Some(j)) if i > j)
+                };
+                for order in permutations(&bits).into_iter().filter(appends_in_order) {
+                    let mut cur = start.clone();
+                    for bit in order {
+                        cur = apply(&cur, &fixes(bit));
+                    }
+                    assert_eq!(cur, once, "{input:?} mask {mask}");
+                }
+            }
+        }
+    }
+
+    fn permutations(items: &[u32]) -> Vec<Vec<u32>> {
+        if items.len() <= 1 {
+            return vec![items.to_vec()];
+        }
+        let mut all = Vec::new();
+        for (i, &first) in items.iter().enumerate() {
+            let rest: Vec<u32> =
+                items.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, &x)| x).collect();
+            for mut p in permutations(&rest) {
+                p.insert(0, first);
+                all.push(p);
+            }
+        }
+        all
     }
 
     #[test]

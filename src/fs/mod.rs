@@ -9,6 +9,7 @@
 pub mod atomic;
 pub mod destination;
 pub mod interrupt;
+pub mod mapped;
 pub mod pages;
 pub mod side;
 pub mod signals;

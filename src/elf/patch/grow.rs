@@ -2,7 +2,6 @@
 //! the block of sections right after the table that moves to the new
 //! segment so the table can grow in place, or else the table moves.
 
-use super::layout::Placement;
 use super::{Strategy, SHF_ALLOC};
 use crate::elf::{Elf, Phdr, PT_GNU_PROPERTY, PT_INTERP, PT_LOAD, PT_NOTE, PT_NULL, SHT_NOBITS};
 
@@ -65,26 +64,16 @@ impl Table {
             Table::Move => Strategy::NewSegmentMovedHeaders,
         }
     }
-
-    /// Where the moved block's addresses and offsets go (nothing moves
-    /// unless the table grows).
-    pub(super) fn moved(&self, at: &Placement) -> Moved {
-        let (off, len, addr) = match self {
-            Table::Grow(g) => (g.off, g.len, g.addr),
-            _ => (0, 0, 0),
-        };
-        Moved { off, len, addr, to_addr: at.vaddr + at.block_at, to_off: at.off + at.block_at }
-    }
 }
 
 /// The moved block: what was at `off`/`addr` (`len` bytes) is now at
 /// `to_off`/`to_addr`; headers and dynamic entries pointing into it follow.
 pub(super) struct Moved {
-    off: u64,
-    len: u64,
-    addr: u64,
-    to_addr: u64,
-    to_off: u64,
+    pub(super) off: u64,
+    pub(super) len: u64,
+    pub(super) addr: u64,
+    pub(super) to_addr: u64,
+    pub(super) to_off: u64,
 }
 
 impl Moved {

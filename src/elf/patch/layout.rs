@@ -2,7 +2,7 @@
 //! places of the moved table or block, the `.dynstr` copy, the new
 //! `.dynamic` and the section header table copy inside and after it.
 
-use super::grow::Table;
+use super::grow::{Moved, Table};
 use super::round_up;
 use crate::elf::{Elf, ElfError, Phdr, StrTab, PT_INTERP};
 
@@ -50,6 +50,22 @@ fn overflow() -> ElfError {
 }
 
 impl Placement {
+    /// Where `table`'s moved block's addresses and offsets go (nothing
+    /// moves unless the table grows).
+    pub(super) fn moved(&self, table: &Table) -> Moved {
+        let (off, len, addr) = match table {
+            Table::Grow(g) => (g.off, g.len, g.addr),
+            _ => (0, 0, 0),
+        };
+        Moved {
+            off,
+            len,
+            addr,
+            to_addr: self.vaddr + self.block_at,
+            to_off: self.off + self.block_at,
+        }
+    }
+
     /// Places a segment for `table`'s choice holding the `.dynstr` copy with
     /// `value` appended and a `.dynamic` of `entries` entries (DT_NULL not
     /// counted). Layout of the segment: [moved headers | moved block]

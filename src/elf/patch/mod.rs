@@ -304,7 +304,7 @@ fn new_segment(
         None => entries.push(entry),
     }
     let at = Placement::plan(elf, strtab, value, &table, entries.len() as u64)?;
-    let moved = table.moved(&at);
+    let moved = at.moved(&table);
     let dyn_bytes = tables::dynamic(elf.layout, entries, &at, &moved);
     let phdr_bytes = tables::program_headers(elf, &table, &at, &moved, dyn_bytes.len() as u64);
     let sht = tables::section_headers(elf, strtab, &at, &moved, dyn_bytes.len() as u64)?;
