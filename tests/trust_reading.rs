@@ -287,12 +287,12 @@ fn parallel_tasks_join_into_the_sequential_walk() {
         .unwrap();
     let inside = payload.as_ptr() as usize - big.as_ptr() as usize;
     assert!(payload.len() > small.len() + 16, "{} / {}", payload.len(), small.len());
-    let hidden = (at + inside + 15) / 8 * 8;
+    let hidden = (at + inside + 8).div_ceil(8) * 8;
     data[hidden..hidden + small.len()].copy_from_slice(small);
     let reparsed = nix_cuda_hooks::fatbin::parse_region(&data[at..at + big.len()], 0);
     assert!(reparsed.errors.is_empty(), "{:?}", reparsed.errors);
     assert_eq!(reparsed.containers[0].entries.len(), entries.len());
-    let after = (at + big.len() + 7) / 8 * 8 + 64;
+    let after = (at + big.len()).div_ceil(8) * 8 + 64;
     data[after..after + small.len()].copy_from_slice(small);
     // What the sequential walk finds, by the layout: the big container,
     // then the search resumes at its end and finds the copy after it.
