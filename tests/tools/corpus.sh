@@ -58,6 +58,10 @@ sets=(
   "cudart12|nvidia-cuda-runtime-cu12==12.9.79|*/libcudart.so.12"
   "deb-ffmpeg|deb:amd64|libavutil57=7:5.1.9-0+deb12u1 libavcodec59=7:5.1.9-0+deb12u1"
   "cudnn910|nvidia-cudnn-cu12==9.10.2.21|*/libcudnn_adv.so.9"
+  # issue 30 (a dlopen target of another release): cuDNN 9.14, the release the
+  # GPU machine's default folders held when PyTorch's cuDNN 9.19 picked up its
+  # sub-libraries there; beside cudnn-full (9.19) it makes the Nix-style split
+  "cudnn914|nvidia-cudnn-cu13==9.14.0.64|*/libcudnn.so.9 */libcudnn_graph.so.9 */libcudnn_ops.so.9 */libcudnn_cnn.so.9 */libcudnn_adv.so.9 */libcudnn_heuristic.so.9"
 )
 # sha256 of a wheel, by spec (and platform): a wheel that differs is refused.
 declare -A pinned=(

@@ -19,7 +19,8 @@
 
 use std::path::Path;
 
-use crate::audit::dlopen::Loads;
+use crate::audit::dlopen::{Loads, ReleaseCheck};
+use crate::dlopen::release::Release;
 use crate::audit::finding::{CheckId, Finding, Severity, Subject};
 use crate::dlopen::{provider, Need, Origin, Resolved, Via};
 
@@ -46,11 +47,18 @@ pub fn dlopen(path: &Path, loads: &Loads, out: &mut Vec<Finding>) {
                     Via::Rpath(e) => format!("at {} through RPATH entry {e}", at.display()),
                     _ => format!("at {} in the loader's default folders", at.display()),
                 };
-                Finding::new(
-                    CheckId::DlopenResolved,
-                    path,
-                    format!("dlopens {name}{asked}, named at {place}: {found} resolves {how}"),
-                )
+                let head = format!("dlopens {name}{asked}, named at {place}: {found} resolves {how}");
+                match &load.release {
+                    Some(ReleaseCheck::Other { caller, target }) => {
+                        wrong_release(path, &head, name, caller, target, via)
+                    }
+                    Some(ReleaseCheck::Unknown { caller, target }) => Finding::new(
+                        CheckId::DlopenResolved,
+                        path,
+                        format!("{head}; {}", unchecked(caller.as_ref(), target.as_ref())),
+                    ),
+                    _ => Finding::new(CheckId::DlopenResolved, path, head),
+                }
             }
             Resolved::Missing { .. } => {
                 let searched = searched(&loads.searched);
@@ -80,6 +88,51 @@ pub fn dlopen(path: &Path, loads: &Loads, out: &mut Vec<Finding>) {
         };
         out.push(finding.about(subject));
     }
+}
+
+/// The error of a target found at another release than the caller's:
+/// both releases, where each was read, where the other one was found, and
+/// a fix true of that place (a folder appended to the RUNPATH wins over
+/// the default folders, not over an earlier RUNPATH entry).
+fn wrong_release(
+    path: &Path,
+    head: &str,
+    name: &str,
+    caller: &Release,
+    target: &Release,
+    via: &Via,
+) -> Finding {
+    let (c, t) = (&caller.version, &target.version);
+    let fix = match via {
+        Via::Runpath(e) | Via::Rpath(e) => format!(
+            "replace RUNPATH entry {e} by the folder that holds release {c} of {name} (or put that folder before it: auto-add-driver-runpath --dlopen-search appends after the existing entries)"
+        ),
+        _ => format!(
+            "put the folder that holds release {c} of {name} on this file's RUNPATH, which the loader searches before its default folders (auto-add-driver-runpath --dlopen-search DIR, or the autoAddDlopenRunpath hook)"
+        ),
+    };
+    Finding::new(
+        CheckId::DlopenWrongRelease,
+        path,
+        format!(
+            "{head}, which is release {t} ({} there) while this file is release {c} ({}): it must be of this file's own release; {fix}",
+            target.describe_source(),
+            caller.describe_source()
+        ),
+    )
+}
+
+/// Why a target that must be of the caller's release was not compared.
+fn unchecked(caller: Option<&Release>, target: Option<&Release>) -> String {
+    let what = |r: Option<&Release>, who: &str| match r {
+        Some(r) => format!("{who} is release {} ({})", r.version, r.describe_source()),
+        None => format!("{who}'s release cannot be read from the file (no version object, no full version in its real file name)"),
+    };
+    format!(
+        "whether it is this file's own release, as it must be, could not be checked: {}; {}",
+        what(caller, "this file"),
+        what(target, "the file found")
+    )
 }
 
 /// A `Missing` target's folders, as its message says them: all of them up
