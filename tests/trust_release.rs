@@ -41,7 +41,7 @@ fn scratch() -> tempfile::TempDir {
 }
 
 /// Lays out, in `d`: `a/libcudnn.so.9.19.0` (cuDNN 9.19's front library,
-/// named as NVIDIA's tarball and Nixpkgs' cudnn name the real file when
+/// named as NVIDIA's Debian packages and conda's name the real file when
 /// `versioned`, else `a/libcudnn.so.9` as the wheel names it) with the link
 /// `a/libcudnn.so.9`, RUNPATH `$ORIGIN:$ORIGIN/../b`, and in `b/` the
 /// sub-libraries `subs` of corpus set `set` (hard links). Returns the front

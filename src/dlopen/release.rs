@@ -9,8 +9,8 @@
 //!    file's own hash table ([`crate::elf::symbol`]): a few pages read,
 //!    never the whole file;
 //! 2. the file's real name when it carries the full version after its
-//!    soname (`libcudnn.so.9.19.0`, as NVIDIA's tarballs, which Nixpkgs
-//!    unpacks, and Debian's packages name the file the links point to).
+//!    soname (`libcudnn.so.9.19.0`, as NVIDIA's Debian packages and conda's
+//!    name the file the `.so.9` link points to).
 //!
 //! Otherwise the release is unknown (a wheel's `libcudnn.so.9` holds its
 //! release only as instruction operands): never assumed to be the same.

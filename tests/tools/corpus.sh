@@ -68,6 +68,7 @@ declare -A pinned=(
   ["nvidia-cuda-cupti-cu12==12.8.90"]=ea0cb07ebda26bb9b29ba82cda34849e73c166c18162d3913575b0c9db9a6182
   ["nvidia-cuda-runtime-cu12==12.9.79"]=25bba2dfb01d48a9b59ca474a1ac43c6ebf7011f1b0b8cc44f54eb6ac48a96c3
   ["nvidia-cudnn-cu12==9.10.2.21"]=949452be657fa16687d0930933f032835951ef0892b37d2d53824d1a84dc97a8
+  ["nvidia-cudnn-cu13==9.14.0.64"]=024ce8f7571d322991ecadbe82907df2e89b5f36597d03436413ec6dd7c9fe54
 )
 
 # check_pin SPEC PLATFORM WHEEL: fails when SPEC has a pinned sha256 that WHEEL lacks.
