@@ -141,7 +141,8 @@ fn a_split_that_finds_another_release_is_an_error_the_loader_confirms() {
     let (all, code) = json(&front);
     assert_eq!(code, Some(1), "{all:#?}");
     for lib in ["libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_adv.so.9"] {
-        let f = about(&all, "dlopen-wrong-release", lib).unwrap_or_else(|| panic!("{lib}: {all:#?}"));
+        let f =
+            about(&all, "dlopen-wrong-release", lib).unwrap_or_else(|| panic!("{lib}: {all:#?}"));
         assert_eq!(f["severity"], "error");
         assert!(about(&all, "dlopen-resolved", lib).is_none());
         let m = f["message"].as_str().unwrap();
@@ -176,6 +177,21 @@ fn a_split_that_finds_another_release_is_an_error_the_loader_confirms() {
     assert_eq!(r["level"], "error");
     let rules = s["runs"][0]["tool"]["driver"]["rules"].as_array().unwrap();
     assert!(rules.iter().any(|r| r["id"] == "dlopen-wrong-release"));
+    // The HTML page, as headless Chromium renders it (tests/tools/dom.py).
+    let (html, _) = audit("html", &front);
+    let page = d.join("report.html");
+    std::fs::write(&page, html).unwrap();
+    let dom = Command::new("python3")
+        .arg(common::root().join("tests/tools/dom.py"))
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(dom.status.success(), "dom.py: {}", common::text(&dom));
+    let dom: Value = serde_json::from_slice(&dom.stdout).unwrap();
+    let rows = dom["findings"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["check"] == "dlopen-wrong-release").unwrap();
+    assert_eq!(row["severity"], "error");
+    assert_eq!(row["messages"].as_array().unwrap().len(), 3, "{row}");
     let (github, _) = audit("github", &front);
     assert!(
         github.lines().any(|l| l.starts_with("::error") && l.contains("dlopen-wrong-release")),

@@ -53,7 +53,8 @@ impl Release {
 
     /// Whether two releases are one: major, minor and patch equal.
     pub fn same(&self, other: &Release) -> bool {
-        let three = |r: &Release| r.version.split('.').take(3).map(str::to_string).collect::<Vec<_>>();
+        let three =
+            |r: &Release| r.version.split('.').take(3).map(str::to_string).collect::<Vec<_>>();
         three(self) == three(other)
     }
 }

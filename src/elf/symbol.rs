@@ -61,9 +61,9 @@ impl Table<'_, '_> {
 
     /// The 32-bit word `index` of the table at `vaddr`.
     fn word(&self, vaddr: u64, index: u64, what: &'static str) -> Result<u32, ElfError> {
-        let at = vaddr.checked_add(index.saturating_mul(4)).ok_or(ElfError::Corrupt(
-            format!("{what} index {index} overflows"),
-        ))?;
+        let at = vaddr
+            .checked_add(index.saturating_mul(4))
+            .ok_or(ElfError::Corrupt(format!("{what} index {index} overflows")))?;
         let off = self.offset(at, 4, what)?;
         self.elf.layout.u32(self.elf.data, off, what)
     }
@@ -85,7 +85,11 @@ impl Table<'_, '_> {
         let (shndx, value, sz) = if l.is64 {
             (l.u16(d, at + 6, S)?, l.u64(d, at + 8, S)?, l.u64(d, at + 16, S)?)
         } else {
-            (l.u16(d, at + 14, S)?, u64::from(l.u32(d, at + 4, S)?), u64::from(l.u32(d, at + 8, S)?))
+            (
+                l.u16(d, at + 14, S)?,
+                u64::from(l.u32(d, at + 4, S)?),
+                u64::from(l.u32(d, at + 8, S)?),
+            )
         };
         Ok((shndx != 0).then_some(Symbol { value, size: sz }))
     }
