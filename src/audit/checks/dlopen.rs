@@ -1,6 +1,10 @@
 //! Libraries loaded with dlopen (docs/dlopen.md): the rows
-//! `dlopen-unresolved`, `dlopen-not-fetched`, `dlopen-incomplete` and
-//! `dlopen-resolved` of the checks table. A file that imports no dlopen
+//! `dlopen-unresolved`, `dlopen-wrong-release`, `dlopen-not-fetched`,
+//! `dlopen-incomplete` and `dlopen-resolved` of the checks table. A target
+//! that must be of the caller's own release and resolves to a file of
+//! another one (both read from the files) is `dlopen-wrong-release`, an
+//! error; when either release cannot be read, `dlopen-resolved` says it
+//! was not checked, never that it is the same. A file that imports no dlopen
 //! has no [`Loads`] and gets no finding. A target the machine provides (the
 //! GPU driver's libraries, glibc's) or that the file's NEEDED closure
 //! already loads gets none either: no packaging changes where it comes
