@@ -282,3 +282,39 @@ fn releases_are_read_from_the_files_of_three_cudnn_releases() {
     assert_eq!(r.version, "9.19.0");
     assert_eq!(r.from, From::FileName("libcudnn.so.9.19.0".into()));
 }
+
+/// The same split read from a NAR (the audit's mounts): the same error.
+#[test]
+fn a_nar_of_the_split_gives_the_same_error() {
+    let dir = scratch();
+    let d = dir.path();
+    let tree = d.join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    split(&tree, "cudnn914", &["libcudnn_graph.so.9"], true);
+    let out = Command::new(common::root().join(".tools/nix/bin/nix-store"))
+        .arg("--dump")
+        .arg(&tree)
+        .env("NIX_STATE_DIR", d.join("state"))
+        .env("NIX_STORE_DIR", d.join("store"))
+        .env("HOME", d)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::text(&out));
+    let nar = d.join("tree.nar");
+    std::fs::write(&nar, &out.stdout).unwrap();
+    let wrong = |all: &[Value]| -> Vec<String> {
+        all.iter()
+            .filter(|f| f["check"] == "dlopen-wrong-release")
+            .map(|f| f["details"]["library"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (from_tree, _) = json(&tree);
+    let (from_nar, code) = json(&nar);
+    assert_eq!(wrong(&from_tree), ["libcudnn_graph.so.9"]);
+    assert_eq!(wrong(&from_nar), wrong(&from_tree), "{from_nar:#?}");
+    assert_eq!(code, Some(1));
+    let m = from_nar.iter().find(|f| f["check"] == "dlopen-wrong-release").unwrap()["message"]
+        .as_str()
+        .unwrap();
+    assert!(m.contains("release 9.14.0") && m.contains("release 9.19.0"), "{m}");
+}
