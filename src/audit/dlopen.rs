@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::linkage::{sysroot_lib_dirs, Resolver};
 use super::Policy;
+use crate::dlopen::release::Release;
 use crate::dlopen::{self, Caller, Import, Origin, Probe, Probed, Problem, Resolved, Scan, Target};
 use crate::elf::dynamic::DynamicFacts;
 use crate::elf::machine::Target as Machine;
@@ -46,6 +47,47 @@ pub struct Load {
     pub target: Target,
     /// How it resolved.
     pub resolved: Resolved,
+    /// For a target that must be of the caller's own release and was found
+    /// in a folder: the two releases as read from the files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release: Option<ReleaseCheck>,
+}
+
+/// A target of the caller's own release, compared (docs/dlopen.md,
+/// "Libraries of the caller's own release").
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "verdict", rename_all = "kebab-case")]
+pub enum ReleaseCheck {
+    /// Both releases read, and equal.
+    Same {
+        /// The release.
+        release: Release,
+    },
+    /// Both read, and different: the loader finds another release.
+    Other {
+        /// The caller's.
+        caller: Release,
+        /// The file found.
+        target: Release,
+    },
+    /// One of them cannot be read from its file: not checked.
+    Unknown {
+        /// The caller's, when read.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        caller: Option<Release>,
+        /// The found file's, when read.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        target: Option<Release>,
+    },
+}
+
+/// Compares the caller's release with the one of the file found.
+fn check_release(caller: Option<&Release>, target: Option<Release>) -> ReleaseCheck {
+    match (caller, target) {
+        (Some(c), Some(t)) if c.same(&t) => ReleaseCheck::Same { release: t },
+        (Some(c), Some(t)) => ReleaseCheck::Other { caller: c.clone(), target: t },
+        (c, t) => ReleaseCheck::Unknown { caller: c.cloned(), target: t },
+    }
 }
 
 impl Probe for Resolver {
@@ -59,6 +101,17 @@ impl Probe for Resolver {
 
     fn surely_absent(&self, dir: &Path, name: &str) -> bool {
         Resolver::surely_absent(self, dir, name.as_ref())
+    }
+
+    fn release(&self, path: &Path) -> Option<Release> {
+        if self.mounts().is_empty() {
+            return dlopen::release::of_path(path);
+        }
+        // A removed copy's release was not remembered: unknown, not assumed.
+        match self.mounts().locate(path) {
+            Located::Local(local) => dlopen::release::of_path(&local),
+            _ => None,
+        }
     }
 
     fn facts(&self, path: &Path) -> Option<DynamicFacts> {
@@ -92,6 +145,9 @@ pub fn scan(
         dlopen::scan(elf, loader.soname.as_deref(), dlopen::version_of_file_name(&name), release);
     let own: Vec<&str> = loader.soname.as_deref().into_iter().chain([name.as_str()]).collect();
     dlopen::fold::fold(&mut scan, &own);
+    if scan.wants_release() {
+        scan.release = dlopen::release::of_elf(elf, loader.soname.as_deref(), &name);
+    }
     scan
 }
 
@@ -142,11 +198,20 @@ pub fn resolve(path: &Path, d: &DynamicFacts, scan: Scan, policy: &Policy) -> Op
         }
     }
     let searched = search.into_iter().map(|(d, _)| d).collect();
+    let caller_release = scan.release.as_ref();
     let targets = scan
         .targets
         .into_iter()
         .zip(resolved)
-        .map(|(target, resolved)| Load { target, resolved })
+        .map(|(target, resolved)| {
+            let release = match &resolved {
+                Resolved::Found { path: Some(at), .. } if target.same_release => {
+                    Some(check_release(caller_release, probe.release(at)))
+                }
+                _ => None,
+            };
+            Load { target, resolved, release }
+        })
         .collect();
     let caller = d.soname.clone();
     Some(Loads {

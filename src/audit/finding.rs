@@ -134,6 +134,9 @@ checks! {
     DlopenUnresolved = "dlopen-unresolved", Warning, "library",
         "a library the file loads with dlopen is found nowhere its dlopen searches (its own RUNPATH, not the program's): the feature fails at run time. An error when a reviewed fact (the dlopen facts table, a .note.dlopen priority) says the library's main job needs it, a warning when one says it is recommended, else an info: a bare string is no reviewed fact",
         "add the providing package (the message names its Nixpkgs attribute when one provides it) and its lib folder to the file's RUNPATH: auto-add-driver-runpath --dlopen-search DIR (docs/dlopen.md)";
+    DlopenWrongRelease = "dlopen-wrong-release", Error, "library",
+        "a library the file loads with dlopen must be of the file's own release (a reviewed fact, the dlopen facts table's release column: cuDNN's sub-libraries each export a checker of their own version against their dependencies', and the front library reports the version of the graph library it loaded), and the first one the loader finds is of another release, read from each file (an exported version object, or a real file name that carries the full version): the load succeeds and the library then fails or reports the wrong version (PyTorch: 'cuDNN version incompatibility')",
+        "put the folder that holds the file's own release of the library on the file's RUNPATH ahead of where the other release is found (auto-add-driver-runpath --dlopen-search DIR, its hook autoAddDlopenRunpath; outside the store the RUNPATH is searched before the loader's default folders), or remove the other release from that folder";
     DlopenNotFetched = "dlopen-not-fetched", Info, "library",
         "a dlopen target is searched for in store paths the audit of a cache or NAR did not read, so whether it resolves is unknown",
         "audit the closure: --substituter URL --closure STORE-PATH";

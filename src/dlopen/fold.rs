@@ -63,6 +63,7 @@ fn merge(into: &mut Target, t: Target) {
         into.soname = t.soname;
     }
     into.need = into.need.min(t.need);
+    into.same_release |= t.same_release;
 }
 
 #[cfg(test)]
@@ -76,6 +77,7 @@ mod tests {
             asked: vec![name.into()],
             origin: Origin::Section { section: ".rodata".into(), offset: 0 },
             need,
+            same_release: false,
         }
     }
 

@@ -16,6 +16,7 @@
 
 pub mod fold;
 pub mod note;
+pub mod release;
 pub mod resolve;
 pub mod strings;
 pub mod symbols;
@@ -114,6 +115,11 @@ pub struct Target {
     pub origin: Origin,
     /// Needed for the library's main job, or optional.
     pub need: Need,
+    /// Whether a reviewed fact (the facts table's `release` column) says the
+    /// library must be of the caller's own release (cuDNN's sub-libraries):
+    /// one of another release found first is a failure, not a fact.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub same_release: bool,
 }
 
 /// Why the scan of a file stopped early or skipped something.
@@ -184,6 +190,19 @@ pub struct Scan {
     /// static-runtime check reads it instead of searching again.
     #[serde(skip)]
     pub libcuda_string: Option<bool>,
+    /// The caller's own release ([`release`]), read only when a target
+    /// must be of it ([`Scan::wants_release`]); not reported here (the
+    /// audit's release checks carry it).
+    #[serde(skip)]
+    pub release: Option<release::Release>,
+}
+
+impl Scan {
+    /// Whether a target must be of the caller's own release (then the
+    /// caller's release is worth reading).
+    pub fn wants_release(&self) -> bool {
+        self.targets.iter().any(|t| t.same_release)
+    }
 }
 
 impl Scan {

@@ -146,6 +146,7 @@ fn entries(offset: u64, desc: &[u8], out: &mut Scan, seen: &mut HashSet<String>)
             asked: names,
             origin: Origin::Note { offset, feature: e.feature },
             need,
+            same_release: false,
         });
     }
 }

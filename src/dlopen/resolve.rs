@@ -57,6 +57,11 @@ pub trait Probe: Sync {
     fn surely_absent(&self, _dir: &Path, _name: &str) -> bool {
         false
     }
+    /// The release of the library at `path` (found by [`Probe::probe`]),
+    /// read from the file ([`super::release`]); `None` when it says none.
+    fn release(&self, path: &Path) -> Option<super::release::Release> {
+        super::release::of_path(path)
+    }
 }
 
 /// A [`Probe`] of the real file system.

@@ -52,6 +52,9 @@ pub struct Fact {
     pub need: Need,
     /// How it is asked.
     pub ask: Ask,
+    /// Whether it must be of the caller's own release (`release` column
+    /// `same`; `any` otherwise).
+    pub same_release: bool,
     /// Where the fact comes from.
     pub source: &'static str,
 }
@@ -85,7 +88,7 @@ fn rows(text: &'static str, n: usize) -> impl Iterator<Item = Result<Vec<&'stati
 }
 
 fn parse_facts() -> Result<Vec<Fact>, String> {
-    rows(FACTS, 5)
+    rows(FACTS, 6)
         .map(|r| {
             let c = r?;
             let need = match c[2] {
@@ -105,7 +108,12 @@ fn parse_facts() -> Result<Vec<Fact>, String> {
                     None => return Err(format!("ask '{other}' is unknown")),
                 },
             };
-            Ok(Fact { caller: c[0], target: c[1], need, ask, source: c[4] })
+            let same_release = match c[4] {
+                "same" => true,
+                "any" => false,
+                other => return Err(format!("release '{other}' is not same or any")),
+            };
+            Ok(Fact { caller: c[0], target: c[1], need, ask, same_release, source: c[5] })
         })
         .collect()
 }
@@ -188,6 +196,7 @@ pub fn apply(
 ) {
     let row = rows.iter().find(|f| glob(f.target, &name));
     let need = row.map_or(Need::Optional, |f| f.need);
+    let same_release = row.is_some_and(|f| f.same_release);
     let asked = match row.map(|f| &f.ask) {
         Some(Ask::Ladder) => ladder(&name, caller, version),
         Some(Ask::Expand(values)) => values.iter().map(|v| expand(&name, v)).collect(),
@@ -206,7 +215,7 @@ pub fn apply(
     }
     seen.insert(soname.clone());
     seen.insert(name);
-    out.targets.push(Target { soname, asked, origin, need });
+    out.targets.push(Target { soname, asked, origin, need, same_release });
 }
 
 /// The printf pattern with its one conversion replaced by `value`.
@@ -229,6 +238,7 @@ pub fn runtime_rows(rows: &[&'static Fact], out: &mut Scan, seen: &mut HashSet<S
             asked: vec![f.target.to_string()],
             origin: Origin::Table { source: f.source },
             need: f.need,
+            same_release: f.same_release,
         });
     }
 }
@@ -241,6 +251,11 @@ mod tests {
     fn tables_parse() {
         let facts = parse_facts().unwrap();
         assert!(facts.len() >= 10);
+        // cuDNN's sub-libraries must be of the caller's release; NVRTC's
+        // builtins are asked by a name that carries it.
+        let row = |c: &str, t: &str| facts.iter().find(|f| f.caller == c && f.target == t);
+        assert!(row("libcudnn.so.9", "libcudnn_graph.so").unwrap().same_release);
+        assert!(!row("libnvrtc.so.*", "libnvrtc-builtins.so.*").unwrap().same_release);
         let providers = parse_providers().unwrap();
         assert!(providers
             .iter()

@@ -196,6 +196,7 @@ impl<'a> Lookup<'a> {
             asked: vec![name.to_string()],
             origin: dlopen::Origin::Table { source: "" },
             need: dlopen::Need::Optional,
+            same_release: false,
         };
         self.resolves(&target)
     }

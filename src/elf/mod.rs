@@ -16,6 +16,7 @@ pub mod machine;
 pub mod patch;
 pub mod ranges;
 pub mod runpath;
+pub mod symbol;
 
 /// `\x7fELF`, the first four bytes of every ELF file.
 pub const MAGIC: &[u8; 4] = b"\x7fELF";

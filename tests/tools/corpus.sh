@@ -66,12 +66,17 @@ sets=(
   # the symbol-by-symbol check reads their .dynsym; never loaded
   "libcuda535|deb:amd64:bookworm/non-free|libcuda1=535.261.03-1 libnvidia-ptxjitcompiler1=535.261.03-1"
   "libcuda550|deb:amd64:trixie/non-free|libcuda1=550.163.01-2 libnvidia-ptxjitcompiler1=550.163.01-2"
+  # issue 30 (a dlopen target of another release): cuDNN 9.14, the release the
+  # GPU machine's default folders held when PyTorch's cuDNN 9.19 picked up its
+  # sub-libraries there; beside cudnn-full (9.19) it makes the Nix-style split
+  "cudnn914|nvidia-cudnn-cu13==9.14.0.64|*/libcudnn.so.9 */libcudnn_graph.so.9 */libcudnn_ops.so.9 */libcudnn_cnn.so.9 */libcudnn_adv.so.9 */libcudnn_heuristic.so.9"
 )
 # sha256 of a wheel, by spec (and platform): a wheel that differs is refused.
 declare -A pinned=(
   ["nvidia-cuda-cupti-cu12==12.8.90"]=ea0cb07ebda26bb9b29ba82cda34849e73c166c18162d3913575b0c9db9a6182
   ["nvidia-cuda-runtime-cu12==12.9.79"]=25bba2dfb01d48a9b59ca474a1ac43c6ebf7011f1b0b8cc44f54eb6ac48a96c3
   ["nvidia-cudnn-cu12==9.10.2.21"]=949452be657fa16687d0930933f032835951ef0892b37d2d53824d1a84dc97a8
+  ["nvidia-cudnn-cu13==9.14.0.64"]=024ce8f7571d322991ecadbe82907df2e89b5f36597d03436413ec6dd7c9fe54
 )
 
 # check_pin SPEC PLATFORM WHEEL: fails when SPEC has a pinned sha256 that WHEEL lacks.
