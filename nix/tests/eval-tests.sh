@@ -60,10 +60,10 @@ eval_true "package.nix: static buildRustPackage, version from Cargo.toml, cargoL
      && builtins.attrNames (builtins.readDir pkg.stub.args.src)
         == [ \"Cargo.lock\" \"Cargo.toml\" \"hooks\" \"rustfmt.toml\" \"src\" \"tests\" ]"
 
-eval_true "package.nix: the build checks that the hooks' three binaries are installed" "
+eval_true "package.nix: the build checks that the four binaries are installed" "
   let pkg = $p.nix-cuda-hooks;
-  in pkg.binaries == [ \"no-broken-symlinks\" \"auto-add-driver-runpath\" \"cuda-elf-inspect\" ]
-     && builtins.match \".*for b in no-broken-symlinks auto-add-driver-runpath cuda-elf-inspect; do.*\" (builtins.replaceStrings [ \"\\n\" ] [ \" \" ] pkg.stub.args.postInstall) != null
+  in pkg.binaries == [ \"no-broken-symlinks\" \"auto-add-driver-runpath\" \"cuda-elf-inspect\" \"cuda-preflight\" ]
+     && builtins.match \".*for b in no-broken-symlinks auto-add-driver-runpath cuda-elf-inspect cuda-preflight; do.*\" (builtins.replaceStrings [ \"\\n\" ] [ \" \" ] pkg.stub.args.postInstall) != null
      && pkg.stub.args.cargoTestFlags == [ \"--lib\" \"--bins\" ]"
 
 eval_true "package.nix: meta is complete" "
