@@ -824,8 +824,10 @@ make_many_paths_cache() { # DIR COUNT -> the cache folder holds COUNT small stor
     local i
     for ((i = 0; i < count; i++)); do echo "file $i" >"$dir/files/f$i"; done
     nixenv "$dir" "$root/.tools/nix/bin/nix-store" --add "$dir"/files/* >"$dir/paths" || return 1
-    xargs <"$dir/paths" nixenv "$dir" "$root/.tools/nix/bin/nix" --extra-experimental-features nix-command \
-      copy --to "file://$dir/cache?compression=zstd" >&2 || return 1
+    local -a added
+    mapfile -t added <"$dir/paths"
+    nixenv "$dir" "$root/.tools/nix/bin/nix" --extra-experimental-features nix-command \
+      copy --to "file://$dir/cache?compression=zstd" "${added[@]}" >&2 || return 1
     wipe_store "$dir"
     touch "$dir/.done"
   fi
