@@ -5,35 +5,14 @@
 //! and it is not the caller's own, and text lines people can read.
 
 mod common;
+use common::{corpus, scratch};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
 const OURS: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
-
-/// The corpus file `file` of set `set`, fetched if needed.
-fn corpus(set: &str, file: &str) -> PathBuf {
-    let out = Command::new("bash")
-        .arg(common::root().join("tests/tools/corpus.sh"))
-        .arg(set)
-        .output()
-        .expect("bash");
-    assert!(out.status.success(), "corpus.sh {set}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(PathBuf::from)
-        .find(|p| p.file_name().is_some_and(|n| n == file))
-        .unwrap_or_else(|| panic!("corpus set {set} lacks {file}"))
-}
-
-/// A folder beside the corpus (one file system: hard links work).
-fn scratch() -> tempfile::TempDir {
-    let base = common::root().join(".cache/scratch");
-    std::fs::create_dir_all(&base).unwrap();
-    tempfile::tempdir_in(base).unwrap()
-}
 
 /// The audit's JSON findings of `paths`.
 fn findings(args: &[&str], paths: &[&Path]) -> Vec<Value> {

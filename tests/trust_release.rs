@@ -10,6 +10,7 @@
 //! real file names that carry the full version.
 
 mod common;
+use common::{corpus, scratch};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,28 +18,6 @@ use std::process::Command;
 use serde_json::Value;
 
 const OURS: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
-
-/// The corpus file `file` of set `set`, fetched if needed.
-fn corpus(set: &str, file: &str) -> PathBuf {
-    let out = Command::new("bash")
-        .arg(common::root().join("tests/tools/corpus.sh"))
-        .arg(set)
-        .output()
-        .expect("bash");
-    assert!(out.status.success(), "corpus.sh {set}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(PathBuf::from)
-        .find(|p| p.file_name().is_some_and(|n| n == file))
-        .unwrap_or_else(|| panic!("corpus set {set} lacks {file}"))
-}
-
-/// A folder beside the corpus (one file system: hard links work).
-fn scratch() -> tempfile::TempDir {
-    let base = common::root().join(".cache/scratch");
-    std::fs::create_dir_all(&base).unwrap();
-    tempfile::tempdir_in(base).unwrap()
-}
 
 /// Lays out, in `d`: `a/libcudnn.so.9.19.0` (cuDNN 9.19's front library,
 /// named as NVIDIA's Debian packages and conda's name the real file when

@@ -192,3 +192,25 @@ pub fn nix(dir: &Path, program: &str, args: &[&str]) -> Vec<u8> {
     assert!(out.status.success(), "{} {args:?}: {}", program.display(), text(&out));
     out.stdout
 }
+
+/// The corpus file `file` of set `set`, fetched if needed.
+pub fn corpus(set: &str, file: &str) -> PathBuf {
+    let out = Command::new("bash")
+        .arg(root().join("tests/tools/corpus.sh"))
+        .arg(set)
+        .output()
+        .expect("bash");
+    assert!(out.status.success(), "corpus.sh {set}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(PathBuf::from)
+        .find(|p| p.file_name().is_some_and(|n| n == file))
+        .unwrap_or_else(|| panic!("corpus set {set} lacks {file}"))
+}
+
+/// A folder beside the corpus (one file system: hard links work).
+pub fn scratch() -> tempfile::TempDir {
+    let base = root().join(".cache/scratch");
+    std::fs::create_dir_all(&base).unwrap();
+    tempfile::tempdir_in(base).unwrap()
+}
