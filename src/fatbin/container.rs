@@ -516,16 +516,19 @@ pub fn probe(data: &[u8], windows: &[(u64, u64)]) -> Option<u64> {
         let mut off = start;
         while let Some(at) = next_magic(limit, off) {
             match parse_container(data, 0, at) {
-                Ok((c, _, errors))
-                    if errors.is_empty() && !c.entries.is_empty() && c.header_size == 16 =>
-                {
-                    return Some(at)
-                }
+                Ok((c, _, errors)) if well_formed(&c, &errors) => return Some(at),
                 _ => off = at + 8,
             }
         }
         None
     })
+}
+
+/// Whether a container found by its magic outside the fatbin sections
+/// counts: a header of the usual size and entries that parse, so random
+/// bytes that happen to hold the magic are not reported.
+fn well_formed(c: &Container<'_>, errors: &[FatbinError]) -> bool {
+    errors.is_empty() && !c.entries.is_empty() && c.header_size == 16
 }
 
 /// Finds containers anywhere in `data` (file offset `base`) outside the
@@ -610,12 +613,7 @@ fn walk<'a>(
             continue;
         };
         match parse_container(data, base, at) {
-            Ok((c, next, errors))
-                if errors.is_empty()
-                    && !c.entries.is_empty()
-                    && read_at::<ContainerHeader>(data, at)
-                        .is_some_and(|h| h.header_size.get(object::LittleEndian) == 16) =>
-            {
+            Ok((c, next, errors)) if well_formed(&c, &errors) => {
                 off = next.max(at + 8);
                 found.push((c, off));
             }
