@@ -30,7 +30,6 @@ pub mod why;
 
 pub use roots::{audit_paths, audit_roots, Root};
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -231,16 +230,33 @@ pub fn interesting(head: &[u8]) -> bool {
         || head.starts_with(&crate::fatbin::header::CONTAINER_MAGIC.to_le_bytes())
 }
 
-/// Reads the first bytes of a file; `Ok(false)` for files not worth mapping.
-fn sniff(path: &Path) -> std::io::Result<bool> {
+/// The open file if its first bytes make it worth mapping ([`interesting`]),
+/// `None` if not. `walked`: the walk saw a regular file ([`host::open_walked`]);
+/// otherwise a FIFO or a device (a root given by the user) is neither read
+/// nor opened, only a regular file is.
+fn sniff(path: &Path, walked: bool) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::FileExt;
+    let file = if walked {
+        host::open_walked(path)?
+    } else {
+        if !std::fs::metadata(path)?.is_file() {
+            return Ok(None);
+        }
+        host::open_regular(path)?
+    };
     let mut head = [0u8; 8];
-    // A FIFO or a device in the tree is not read, nor opened.
-    if !std::fs::metadata(path)?.is_file() {
-        return Ok(false);
+    let mut n = 0;
+    // A short read of a regular file is rare but allowed: read until the
+    // eight bytes or the end.
+    while n < head.len() {
+        match file.read_at(&mut head[n..], n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
-    let mut f = host::open_regular(path)?;
-    let n = f.read(&mut head)?;
-    Ok(interesting(&head[..n]))
+    Ok(interesting(&head[..n]).then_some(file))
 }
 
 /// Examines one file, read under its real path (links resolved: `$ORIGIN`
@@ -255,11 +271,29 @@ pub fn audit_file(path: &Path, shown: &Path, policy: &Policy) -> FileOutcome {
 /// [`crate::store::mounts`]). Every decision uses `path`; only the bytes come
 /// from `local`.
 pub fn audit_file_at(local: &Path, path: &Path, shown: &Path, policy: &Policy) -> FileOutcome {
+    audit_opened(local, path, shown, policy, false)
+}
+
+/// [`audit_file_at`] for a file a folder's walk found as a regular file:
+/// opened once, without a `stat` first ([`host::open_walked`]), and mapped
+/// from the descriptor the sniff read.
+pub fn audit_walked_at(local: &Path, path: &Path, shown: &Path, policy: &Policy) -> FileOutcome {
+    audit_opened(local, path, shown, policy, true)
+}
+
+fn audit_opened(
+    local: &Path,
+    path: &Path,
+    shown: &Path,
+    policy: &Policy,
+    walked: bool,
+) -> FileOutcome {
     let describe = |e: std::io::Error| Failure::io(shown, &e);
-    if !sniff(local).map_err(describe)? {
+    let Some(file) = sniff(local, walked).map_err(describe)? else {
         return Ok(None);
-    }
-    let data = host::map(local).map_err(describe)?;
+    };
+    let data = host::map_file(&file).map_err(describe)?;
+    drop(file);
     audit_mapped(&data, local, path, shown, policy)
 }
 

@@ -211,12 +211,23 @@ fn is_zero(data: &[u8], from: u64, to: u64) -> bool {
 /// The next 8-aligned offset at or after `from` that holds the container magic.
 /// A SIMD substring search (`memchr::memmem`): the scan mode reads every byte
 /// of cuFFT's 200 MB `.data` this way.
+///
+/// Containers packed one after another (cuFFT's 24,000 in its `.ldata`) put
+/// the next magic right where the search starts: that is looked at first,
+/// and the searcher is built once per process, not once per call (building
+/// it was a fifth of cuFFT's search time).
 fn next_magic(data: &[u8], from: u64) -> Option<u64> {
-    let magic = CONTAINER_MAGIC.to_le_bytes();
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(&MAGIC_BYTES));
+    const MAGIC_BYTES: [u8; 4] = CONTAINER_MAGIC.to_le_bytes();
     let mut off = align_up(from)?;
+    let start = usize::try_from(off).ok()?;
+    if data.get(start..start.checked_add(4)?) == Some(&MAGIC_BYTES[..]) {
+        return Some(off);
+    }
     loop {
         let start = usize::try_from(off).ok()?;
-        let at = off + u(memchr::memmem::find(data.get(start..)?, &magic)?);
+        let at = off + u(FINDER.find(data.get(start..)?)?);
         if at % 8 == 0 {
             return Some(at);
         }
