@@ -327,3 +327,37 @@ fn a_foreign_file_without_sysroot_is_undecided_not_failing() {
         assert_eq!(f["check"], "missing-driver-runpath", "{f}");
     }
 }
+
+/// Debian's user-space driver (`libcuda1` 535.261.03 of bookworm and
+/// 550.163.01 of trixie, non-free): the driver's own `libcuda.so` was told
+/// it lacks the driver link (an error: "the load fails") for dlopening its
+/// own sibling libraries, which it finds in the folder it is installed in,
+/// and got the kernel's vDSO names it holds (`linux-vdso.so`,
+/// `linux-gate.so`) as dlopen targets found nowhere. The oracles: readelf's
+/// SONAME says the file is the driver itself, and the vDSO strings are in
+/// the file (so the old reading reported them).
+#[test]
+fn the_driver_itself_lacks_no_driver_link_and_dlopens_no_vdso() {
+    for (set, version) in [("libcuda535", "535.261.03"), ("libcuda550", "550.163.01")] {
+        let lib = corpus(set, &format!("libcuda.so.{version}"));
+        let dynamic = Command::new("readelf").arg("-dW").arg(&lib).output().unwrap();
+        assert!(dynamic.status.success(), "{}", common::text(&dynamic));
+        assert!(
+            String::from_utf8_lossy(&dynamic.stdout).contains("Library soname: [libcuda.so.1]"),
+            "{}: not the driver's libcuda.so.1",
+            lib.display()
+        );
+        let bytes = std::fs::read(&lib).unwrap();
+        for vdso in [&b"linux-vdso.so\0"[..], b"linux-gate.so\0"] {
+            assert!(memchr_find(&bytes, vdso), "{}: lacks {vdso:?}", lib.display());
+        }
+        let all = findings(&[], &[&lib]);
+        assert!(of(&all, "missing-driver-runpath").is_empty(), "{set}: {all:#?}");
+        let vdso: Vec<&Value> = all.iter().filter(|f| library(f).starts_with("linux-")).collect();
+        assert!(vdso.is_empty(), "{set}: the vDSO is no dlopen target: {vdso:#?}");
+    }
+}
+
+fn memchr_find(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}

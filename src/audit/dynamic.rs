@@ -53,6 +53,13 @@ impl HostFacts {
     /// runtime or the shared runtime itself dlopens, or `libcuda.so.1` named
     /// in a file whose strings were not searched for targets.
     pub fn driver_use(&self) -> Option<String> {
+        // The driver's own libraries load each other from the folder they
+        // are installed in together (NixOS's driver package gives them its
+        // own lib folder as RUNPATH, distributions their loader cache): the
+        // driver link is where others find them, not something they lack.
+        if self.loader.soname.as_deref().is_some_and(crate::cuda::driver::is_library) {
+            return None;
+        }
         let needed: Vec<&str> = self
             .loader
             .needed

@@ -50,6 +50,7 @@ pub const LIBRARIES: &[(&str, Option<u8>)] = &[
     ("libnvidia-nvvm", Some(4)),
     ("libnvidia-opencl", Some(1)),
     ("libnvidia-opticalflow", Some(1)),
+    ("libnvidia-pkcs11", None),
     ("libnvidia-pkcs11-openssl3", None),
     ("libnvidia-ptxjitcompiler", Some(1)),
     ("libnvidia-rtcore", None),

@@ -256,7 +256,7 @@ pub fn name_at(bytes: &[u8], at: usize) -> Option<(usize, &[u8])> {
     }
     let name = &bytes[start..end];
     let first = *name.first()?;
-    if !(first.is_ascii_alphanumeric() || first == b'_') || at == start {
+    if !(first.is_ascii_alphanumeric() || first == b'_') || at == start || vdso(name) {
         return None;
     }
     // A `%` must be a conversion everywhere in the name.
@@ -269,6 +269,16 @@ pub fn name_at(bytes: &[u8], at: usize) -> Option<(usize, &[u8])> {
         }
     }
     Some((start, name))
+}
+
+/// Whether `name` is the kernel's vDSO (`linux-vdso.so.1`, `linux-gate.so.1`,
+/// `linux-vdso32.so.1`/`linux-vdso64.so.1` on ppc64 and s390x): the kernel
+/// maps it into every process, no file holds it and nobody `dlopen`s it.
+/// Programs name it to recognise it among the loaded objects (the driver's
+/// `libcuda.so` holds `linux-vdso.so` and `linux-gate.so`), so it is no
+/// dlopen target.
+fn vdso(name: &[u8]) -> bool {
+    name.starts_with(b"linux-vdso") || name.starts_with(b"linux-gate")
 }
 
 /// The end of the printf conversion at `at` (`%d`, `%u`, `%s`, `%i`, with
@@ -312,5 +322,10 @@ mod tests {
             ["libmlx5.so", "pam_unix.so"]
         );
         assert_eq!(names(b"libq.so.%x\0"), Vec::<String>::new());
+        // The kernel's vDSO is mapped, never dlopened.
+        assert_eq!(
+            names(b"\0linux-vdso.so\0linux-gate.so.1\0linux-vdso64.so.1\0libc.so.6\0"),
+            ["libc.so.6"]
+        );
     }
 }
