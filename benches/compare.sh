@@ -13,6 +13,7 @@
 #                                      wheels of CUDA 11.8-13 unpacked, docs/reading-survey.md)
 #   TORCH_TREE=DIR benches/compare.sh  also the PyTorch 2.11 + NVIDIA wheels tree (benches/survey.sh's
 #                                      torch-2.11 store path) against PREVIOUS, all threads and one
+#   TORCH_WHEEL=FILE                   (with PREVIOUS) also the torch wheel's files that are no library
 #   BIN_DIR=DIR benches/compare.sh     these binaries (e.g. target/release) instead of
 #                                      `make static`'s (which builds first); the table says so
 #
@@ -592,6 +593,21 @@ if want torch; then
     compare "audit --cuda-capabilities 9.0 vs --no-scan --no-dlopen, warm" "$tsize" "$r" "$r" "cuda-elf-inspect --no-scan --no-dlopen" \
       -- "$bin/cuda-elf-inspect" "${targs[@]}" \
       -- "$bin/cuda-elf-inspect" --no-scan --no-dlopen "${targs[@]}"
+  fi
+  # The rest of an installed PyTorch: the wheel's files that are no library
+  # (Python sources, headers: 11,830 of its 11,885 files), each opened and
+  # sniffed. TORCH_WHEEL=FILE names the wheel (benches/survey.sh keeps it).
+  if ! $quick && [[ -n ${TORCH_WHEEL:-} && -n ${PREVIOUS:-} ]]; then
+    pytree=$cache/torch-wheel-no-libraries
+    if [[ ! -f $pytree/.done ]]; then
+      rm -rf "$pytree" && mkdir -p "$pytree"
+      unzip -q -o "$TORCH_WHEEL" -x '*.so' '*.so.*' -d "$pytree" && touch "$pytree/.done"
+    fi
+    psize="torch wheel without its libraries: $(find "$pytree" -type f | wc -l) files, $(mb "$pytree")"
+    prev="previous build $(cut -c1-7 "$PREVIOUS/REV" 2>/dev/null || echo "$PREVIOUS")"
+    compare "audit --cuda-capabilities 9.0 of files that are no object vs the previous build, warm" "$psize" 5 5 "$prev" \
+      -- "$bin/cuda-elf-inspect" --cuda-capabilities 9.0 --format json "$pytree" \
+      -- "$PREVIOUS/cuda-elf-inspect" --cuda-capabilities 9.0 --format json "$pytree"
   fi
 fi
 
