@@ -361,3 +361,52 @@ fn the_driver_itself_lacks_no_driver_link_and_dlopens_no_vdso() {
 fn memchr_find(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
+
+/// `missing-forward-compat-ptx` on prebuilt code is an info: CUPTI 12.8.90
+/// (NVIDIA's redistributable `libcupti.so.12`, readelf's SONAME) has SASS
+/// and no PTX, and nobody packaging it can add PTX; the same bytes as the
+/// output of a Nix build that compiles its code stay a warning, and as the
+/// output of one that builds nothing (`dontBuild`, the redist builder's
+/// setting) are an info.
+#[test]
+fn forward_compat_on_prebuilt_code_is_an_info() {
+    let lib = corpus("cupti12", "libcupti.so.12");
+    let dynamic = Command::new("readelf").arg("-dW").arg(&lib).output().unwrap();
+    assert!(String::from_utf8_lossy(&dynamic.stdout).contains("Library soname: [libcupti.so.12]"));
+    let caps = ["--cuda-capabilities", "8.0;9.0"];
+    let fwd = |all: &[Value]| -> Vec<String> {
+        of(all, "missing-forward-compat-ptx")
+            .iter()
+            .map(|f| f["severity"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(fwd(&findings(&caps, &[&lib])), ["info"]);
+    // The same file as a build's output, under another name: inside a build
+    // the build's word decides (its SONAME is not looked at).
+    let out = scratch();
+    let file = out.path().join("lib/libmine.so");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::copy(&lib, &file).unwrap();
+    let in_build = |extra: &[(&str, &str)]| {
+        let mut cmd = Command::new(OURS);
+        cmd.env_remove("NIX_ATTRS_JSON_FILE")
+            .env("outputs", "out")
+            .env("out", out.path())
+            .args(caps)
+            .args(["--format", "json"])
+            .arg(&file);
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::text(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        fwd(v["findings"].as_array().unwrap())
+    };
+    assert_eq!(in_build(&[]), ["warning"]);
+    assert_eq!(in_build(&[("dontBuild", "1")]), ["info"]);
+    // Audited after the fact, the copy is still NVIDIA's by its SONAME. (A
+    // file with no such evidence keeps the warning: tests/audit.rs's
+    // snapshot, an nvcc-built program audited outside a build.)
+    assert_eq!(fwd(&findings(&caps, &[&file])), ["info"]);
+}

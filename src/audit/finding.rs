@@ -102,7 +102,7 @@ checks! {
         "a requested GPU capability runs only through the driver's PTX JIT: slow first start, needs a new enough driver",
         "add SASS for this capability (-gencode arch=compute_XY,code=sm_XY)";
     MissingForwardCompatPtx = "missing-forward-compat-ptx", Warning, "capability",
-        "forward compatibility (on by default, as Nixpkgs' cudaForwardCompat) needs PTX for the last capability or lower, else a newer GPU no SASS serves gets nothing",
+        "forward compatibility (on by default, as Nixpkgs' cudaForwardCompat) needs PTX for the last capability or lower, else a newer GPU no SASS serves gets nothing. An info where the file is prebuilt (in a build, not compiled by the derivation; a Python wheel's file; NVIDIA's redistributable libraries): only its maker can add PTX",
         "add -gencode arch=compute_XY,code=compute_XY for the last capability, or turn it off: cudaForwardCompat = false in Nix, --no-forward-compat here";
     UnrequestedArch = "unrequested-arch", Info, "arch",
         "the file carries code for a capability nobody asked for: larger outputs, longer builds",

@@ -74,6 +74,9 @@ pub struct Policy {
     /// file below one holds code the build made itself, so a wrong target
     /// in it is the build's to fix ([`checks::jetson`]).
     pub own_outputs: Vec<PathBuf>,
+    /// The audit runs inside a Nix build (its outputs are known): a file
+    /// outside [`Policy::own_outputs`] there is one the build did not compile.
+    pub in_build: bool,
     /// Find the libraries files load with dlopen and resolve them
     /// (docs/dlopen.md); off with `--no-dlopen`.
     pub dlopen: bool,
@@ -353,8 +356,8 @@ pub fn audit_mapped(
     }
     if has_device {
         checks::scan_coverage(path, &dev, &mut findings);
-        checks::capabilities(path, &dev, policy, &mut findings);
         let loader = facts.dynamic.as_ref().map(|d| &d.loader);
+        checks::capabilities(path, &dev, loader, policy, &mut findings);
         checks::jetson(path, &dev, loader, policy, &mut findings);
         facts.coverage = coverage(&dev, facts.runtime.as_ref(), policy);
         facts.device = Some(dev);

@@ -36,6 +36,8 @@ pub struct Checks {
     pub driver: Option<Driver>,
     /// See [`Policy::own_outputs`].
     pub own_outputs: Vec<PathBuf>,
+    /// See [`Policy::in_build`].
+    pub in_build: bool,
     /// Run the dlopen pass (not `--no-dlopen`).
     pub dlopen: bool,
     /// `--dlopen-facts`: every file's dlopen targets in its JSON facts.
@@ -81,6 +83,7 @@ impl Checks {
             scan,
             driver: self.driver,
             own_outputs: self.own_outputs,
+            in_build: self.in_build,
             dlopen: self.dlopen,
             dlopen_facts: self.dlopen_facts,
             resolver,
@@ -191,6 +194,7 @@ pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> 
         system_lib_dirs: flags.system_lib_dirs,
         sysroot: flags.sysroot.clone(),
         own_outputs: own_outputs(env),
+        in_build: env.outputs().is_ok_and(|o| !o.is_empty()),
         dlopen: !flags.no_dlopen,
         dlopen_facts: flags.dlopen_facts && !flags.no_dlopen,
         references: match (flags.references, flags.no_references) {

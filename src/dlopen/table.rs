@@ -66,6 +66,9 @@ pub struct Provider {
     pub soname: &'static str,
     /// The Nixpkgs attribute (`cudaPackages.cuda_nvrtc`).
     pub attribute: &'static str,
+    /// The package is NVIDIA's prebuilt binaries (`built` column `redist`),
+    /// not compiled by its derivation (`source`).
+    pub redist: bool,
     /// Where the fact comes from.
     pub source: &'static str,
 }
@@ -119,8 +122,16 @@ fn parse_facts() -> Result<Vec<Fact>, String> {
 }
 
 fn parse_providers() -> Result<Vec<Provider>, String> {
-    rows(PROVIDERS, 3)
-        .map(|r| r.map(|c| Provider { soname: c[0], attribute: c[1], source: c[2] }))
+    rows(PROVIDERS, 4)
+        .map(|r| {
+            let c = r?;
+            let redist = match c[2] {
+                "redist" => true,
+                "source" => false,
+                other => return Err(format!("built '{other}' is not redist or source")),
+            };
+            Ok(Provider { soname: c[0], attribute: c[1], redist, source: c[3] })
+        })
         .collect()
 }
 

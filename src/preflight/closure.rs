@@ -149,6 +149,7 @@ fn policy(lib: &Libcuda, caps: &[Capability]) -> Policy {
         scan: Scan::Found,
         driver,
         own_outputs: Vec::new(),
+        in_build: false,
         dlopen: true,
         dlopen_facts: false,
         resolver: Arc::new(Resolver::default()),

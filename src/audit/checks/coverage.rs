@@ -28,7 +28,13 @@ pub fn scan_coverage(path: &Path, dev: &DeviceCode, out: &mut Vec<Finding>) {
 }
 
 /// Capability coverage of the device code against the requested list.
-pub fn capabilities(path: &Path, dev: &DeviceCode, policy: &Policy, out: &mut Vec<Finding>) {
+pub fn capabilities(
+    path: &Path,
+    dev: &DeviceCode,
+    loader: Option<&DynamicFacts>,
+    policy: &Policy,
+    out: &mut Vec<Finding>,
+) {
     let Some(req) = &policy.requested else { return };
     if !dev.has_code() {
         return;
@@ -38,7 +44,16 @@ pub fn capabilities(path: &Path, dev: &DeviceCode, policy: &Policy, out: &mut Ve
     // runs" about it (device-code-not-scanned says why).
     if dev.unscanned.is_none() {
         gaps(path, &codes, req, out);
+        let before = out.len();
         forward_compat(path, &codes, req, policy, out);
+        if let Some(why) = prebuilt(path, loader, policy) {
+            for f in &mut out[before..] {
+                f.severity = Severity::Info;
+                f.message.push_str(&format!(
+                    " ({why}: only its maker can add PTX, so an info; a warning where the build compiles it)"
+                ));
+            }
+        }
     }
     unrequested(path, dev, req, policy, out);
 }
@@ -161,6 +176,30 @@ fn forward_compat(
                 .about(Subject::Capability(cap.to_string())),
         );
     }
+}
+
+/// Why the file's device code is nobody's to rebuild here, when there is
+/// evidence it is prebuilt: inside a Nix build, a file outside the outputs
+/// of a derivation that compiles code (Nixpkgs' redist builder and most
+/// packages of prebuilt binaries set `dontBuild`); a file of an installed
+/// Python wheel (pip installs built wheels: `site-packages`,
+/// `dist-packages`); or one of NVIDIA's redistributable libraries (its
+/// SONAME a `redist` row of the providers table). Without evidence, `None`:
+/// a source build audited after the fact keeps its warnings.
+fn prebuilt(path: &Path, loader: Option<&DynamicFacts>, policy: &Policy) -> Option<String> {
+    if policy.in_build {
+        let own = policy.own_outputs.iter().any(|o| path.starts_with(o));
+        return (!own).then(|| "not compiled by this derivation".to_string());
+    }
+    let wheel = path
+        .components()
+        .any(|c| matches!(c.as_os_str().to_str(), Some("site-packages" | "dist-packages")));
+    if wheel {
+        return Some("a file of an installed Python wheel, prebuilt".to_string());
+    }
+    let soname = loader.and_then(|l| l.soname.as_deref())?;
+    let provider = crate::dlopen::table::provider(soname).filter(|p| p.redist)?;
+    Some(format!("NVIDIA's prebuilt {soname} of {}", provider.attribute))
 }
 
 /// Device code for capabilities nobody asked for.

@@ -33,6 +33,7 @@ fn policy(caps: Option<&str>, forward_compat: bool) -> Policy {
         system_lib_dirs: false,
         scan: crate::devicecode::Scan::Found,
         own_outputs: Vec::new(),
+        in_build: false,
         sysroot: None,
         driver: None,
         dlopen: true,
@@ -275,12 +276,18 @@ fn capability_checks_over_made_up_code() {
     ];
     for (name, dev, caps, fwd, want) in cases {
         let mut out = Vec::new();
-        capabilities(Path::new("/x"), &dev, &policy(Some(caps), fwd), &mut out);
+        capabilities(Path::new("/x"), &dev, None, &policy(Some(caps), fwd), &mut out);
         assert_eq!(ids(&out), want, "{name}");
     }
     // No list, no capability checks.
     let mut out = Vec::new();
-    capabilities(Path::new("/x"), &code(&[(arch(80, B), k)], &[]), &policy(None, true), &mut out);
+    capabilities(
+        Path::new("/x"),
+        &code(&[(arch(80, B), k)], &[]),
+        None,
+        &policy(None, true),
+        &mut out,
+    );
     assert!(out.is_empty());
 }
 
