@@ -741,7 +741,7 @@ impl Sparse<'_> {
 /// Bytes read and written at a time: whole [`HOLE`] blocks, large enough
 /// that a file costs few system calls (each write of a few KiB costs the
 /// kernel as much again as the copy).
-const COPY_BUFFER: usize = 256 * HOLE;
+const COPY_BUFFER: usize = 64 * HOLE;
 
 /// Copies `head` (the file's first bytes, already read) and the rest of
 /// `from` into `to`, through `buf`; the bytes copied.
