@@ -586,6 +586,284 @@ fn ctrl_c_reports_what_was_done_and_names_the_rest() {
     assert_eq!(entry(&report, w.path("sass"))["status"], "served");
 }
 
+/// The NAR file of `path` in the cache folder `cache`, as its narinfo names it.
+fn nar_of(cache: &Path, path: &str) -> String {
+    let base = Path::new(path).file_name().unwrap().to_str().unwrap();
+    let info = fs::read_to_string(cache.join(format!("{}.narinfo", &base[..32]))).unwrap();
+    info.lines().find_map(|l| l.strip_prefix("URL: ")).unwrap().to_string()
+}
+
+/// What each capability of `gpu` (the report's) says: runs and the driver.
+fn answers(gpu: &Value) -> BTreeMap<String, (String, Option<bool>)> {
+    gpu["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let runs = c["runs"].as_str().unwrap().to_string();
+            (c["capability"].as_str().unwrap().to_string(), (runs, c["driver_runs"].as_bool()))
+        })
+        .collect()
+}
+
+/// The direct audit's answers as the report words them.
+fn direct_answers(
+    w: &World,
+    path: &str,
+    caps: &str,
+    driver: &str,
+) -> BTreeMap<String, (String, Option<bool>)> {
+    direct_audit(w, path, caps, driver)
+        .into_iter()
+        .map(|(cap, (runs, d))| {
+            let runs = match runs.as_str() {
+                "native" => "sass",
+                "jit" => "ptx-jit",
+                _ => "nothing",
+            };
+            (cap, (runs.to_string(), d))
+        })
+        .collect()
+}
+
+/// Ctrl-C in the deep pass, while one NAR is still downloading (its body
+/// held back a minute by the server): the run ends at once with status 1
+/// and a report in every format, the paths audited with the direct
+/// audit's answers, the others (the slow one among them) named as not
+/// examined (interrupted); the temporary folder is gone.
+#[test]
+fn ctrl_c_in_the_deep_pass_reports_the_paths_audited_and_names_the_rest() {
+    let w = build_world();
+    let attrs = ["sass", "ptx", "multi", "plain"];
+    let a = w.cache("a", "key-a", "compression=zstd", &attrs);
+    let server = HttpCache::start(a.clone(), Duration::from_millis(5));
+    let slow = nar_of(&a, w.path("multi"));
+    server.fault(&slow, Fault::SlowBody(Duration::from_secs(60)));
+    let (caps, driver) = ("8.0 9.0 12.0", "580.95.05");
+    let (page, metrics, text) =
+        (w.dir.path().join("c.html"), w.dir.path().join("c.prom"), w.dir.path().join("c.txt"));
+    let outputs = [
+        format!("html={}", page.display()),
+        format!("hydra-metrics={}", metrics.display()),
+        format!("text={}", text.display()),
+    ];
+    let mut args = vec![
+        "--coverage",
+        "--substituter",
+        &server.url,
+        "--trusted-public-key",
+        w.public("key-a"),
+        "--cuda-capabilities",
+        caps,
+        "--driver-version",
+        driver,
+        "--format",
+        "json",
+    ];
+    for o in &outputs {
+        args.extend(["--output", o.as_str()]);
+    }
+    args.extend(attrs.iter().map(|a| w.path(a)));
+    let tmp = w.dir.path().join("tmp");
+    fs::create_dir_all(&tmp).unwrap();
+    let mut cmd = Command::new(BIN);
+    let child = common::outside_build(&mut cmd)
+        .args(&args)
+        .env("TMPDIR", &tmp)
+        .env("NIX_STORE", &w.store)
+        .env("RAYON_NUM_THREADS", "2")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while server.asked(&slow) == 0 {
+        assert!(start.elapsed() < Duration::from_secs(120), "the slow NAR was never asked for");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The other NARs of its batch (a few KiB, 5 ms away) are in by then.
+    std::thread::sleep(Duration::from_millis(700));
+    let sent = Instant::now();
+    // SAFETY: kill(2) on our child, not reaped yet.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(sent.elapsed() < Duration::from_secs(20), "the slow download was waited for");
+    assert_eq!(out.status.code(), Some(1), "{}", common::text(&out));
+    let report = json(&out);
+    let multi = entry(&report, w.path("multi"));
+    assert_eq!(multi["status"], "served", "{multi:#}");
+    assert_eq!(multi["not_examined"], "interrupted", "{multi:#}");
+    assert_eq!(multi["gpu"], Value::Null);
+    let (mut audited, mut left) = (Vec::new(), Vec::new());
+    for attr in attrs {
+        let p = entry(&report, w.path(attr));
+        assert_eq!(p["status"], "served", "{p:#}");
+        match p["not_examined"].as_str() {
+            Some(why) => {
+                assert_eq!(why, "interrupted", "{p:#}");
+                assert_eq!(p["gpu"], Value::Null, "{p:#}");
+                left.push(attr);
+            }
+            None => {
+                let want = match attr {
+                    "plain" => ["8.0", "9.0", "12.0"]
+                        .iter()
+                        .map(|c| (c.to_string(), ("no-device-code".to_string(), None)))
+                        .collect(),
+                    _ => direct_answers(&w, w.path(attr), caps, driver),
+                };
+                assert_eq!(answers(&p["gpu"]), want, "{attr}: {p:#}");
+                audited.push(attr);
+            }
+        }
+    }
+    assert!(!audited.is_empty(), "nothing was audited before Ctrl-C: {report:#}");
+    assert_eq!(report["summary"]["not_examined"], left.len(), "{:#}", report["summary"]);
+    // The same in text, metrics and HTML.
+    let text = fs::read_to_string(&text).unwrap();
+    for attr in &left {
+        let line = format!("{}: served by {}", w.path(attr), server.url);
+        let line = text.lines().find(|l| l.starts_with(&line)).unwrap_or_else(|| panic!("{text}"));
+        assert!(line.ends_with("; GPU depth not examined (interrupted)"), "{line}");
+    }
+    for attr in &audited {
+        let line = text.lines().find(|l| l.starts_with(&format!("{}: ", w.path(attr)))).unwrap();
+        assert!(!line.contains("not examined") && line.contains("; on 8.0: "), "{line}");
+    }
+    assert!(text.contains(&format!("; {} not examined (interrupted)\n", left.len())), "{text}");
+    let metrics = fs::read_to_string(&metrics).unwrap();
+    let line = format!("cuda-elf-inspect.coverage.not-examined {}", left.len());
+    assert!(metrics.lines().any(|l| l == line), "{line} not in\n{metrics}");
+    let dom = render(&page);
+    for attr in attrs {
+        let row = dom["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["path"] == w.path(attr))
+            .unwrap_or_else(|| panic!("{attr}: {dom:#}"));
+        let cells = row["cells"].as_array().unwrap();
+        let class = |i: usize| cells[1 + i]["class"].as_str().unwrap().to_string();
+        for i in 0..3 {
+            match left.contains(&attr) {
+                true => assert_eq!(class(i), "not-examined", "{row:#}"),
+                false => assert_ne!(class(i), "not-examined", "{row:#}"),
+            }
+        }
+    }
+    // The temporary folder of the NAR audit is gone.
+    assert_eq!(fs::read_dir(&tmp).unwrap().count(), 0);
+}
+
+/// `--driver-version` alone: each served path is answered for the
+/// capabilities its build was made for (its SASS and PTX as cuobjdump
+/// lists them), each with the verdict a direct audit of the realised path
+/// with that driver and those capabilities gives; in JSON, text and HTML.
+#[test]
+fn a_driver_alone_is_answered_for_the_capabilities_each_build_was_made_for() {
+    let w = build_world();
+    let attrs = ["sass", "ptx", "multi", "plain"];
+    let a = w.cache("a", "key-a", "compression=zstd", &attrs);
+    let url = format!("file://{}", a.display());
+    let driver = "580.95.05";
+    let page = w.dir.path().join("driver.html");
+    let html = format!("html={}", page.display());
+    let mut args = vec!["--substituter", &url, "--driver-version", driver, "--output", &html];
+    args.extend(attrs.iter().map(|a| w.path(a)));
+    let out = w.run(&[&args[..], &["--format", "json"]].concat());
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", common::text(&out));
+    let report = json(&out);
+    let mut verdicts = Vec::new();
+    for attr in ["sass", "ptx", "multi"] {
+        let path = w.path(attr);
+        let file =
+            fs::read_dir(Path::new(path).join("bin")).unwrap().next().unwrap().unwrap().path();
+        // What the build was made for, by cuobjdump: its SASS and its PTX.
+        let mut own = cuobjdump_sass(&file);
+        own.extend(cuobjdump_ptx(&file));
+        own.sort_by_key(|c| c.replace('.', "").parse::<u32>().unwrap());
+        own.dedup();
+        assert!(!own.is_empty(), "{attr}");
+        let gpu = &entry(&report, path)["gpu"];
+        let got = answers(gpu);
+        assert_eq!(got.keys().cloned().collect::<Vec<_>>().len(), own.len(), "{attr}: {gpu:#}");
+        let want = direct_answers(&w, path, &own.join(" "), driver);
+        assert_eq!(got, want, "{attr}");
+        for (cap, (_, d)) in &got {
+            assert!(d.is_some(), "{attr} {cap}: no driver verdict");
+            verdicts.push(d.unwrap());
+        }
+    }
+    // The fixtures give both answers with this driver (the PTX of nvcc 13.5
+    // is too new for a CUDA 13.0 driver to JIT; SASS runs).
+    assert!(verdicts.contains(&true) && verdicts.contains(&false), "{verdicts:?}");
+    assert_eq!(entry(&report, w.path("plain"))["gpu"]["capabilities"], serde_json::json!([]));
+    let any_fails = verdicts.contains(&false);
+    assert_eq!(out.status.code(), Some(if any_fails { 1 } else { 0 }));
+    // Text: a DRIVER column and each capability's verdict in the sentence.
+    let text = w.run(&args);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.lines().any(|l| l.starts_with("ATTRIBUTE") && l.ends_with("DRIVER")), "{text}");
+    for attr in ["sass", "ptx", "multi"] {
+        let gpu = &entry(&report, w.path(attr))["gpu"];
+        let line = text.lines().find(|l| l.starts_with(&format!("{}: ", w.path(attr)))).unwrap();
+        for c in gpu["capabilities"].as_array().unwrap() {
+            let cap = c["capability"].as_str().unwrap();
+            let prefix = format!("on {cap}: ");
+            let part = line
+                .split("; ")
+                .find(|p| p.starts_with(&prefix))
+                .unwrap_or_else(|| panic!("{line}"));
+            match c["driver_runs"].as_bool().unwrap() {
+                true => assert!(part.ends_with(&format!(", driver {driver} runs it")), "{part}"),
+                false => assert!(
+                    part.contains(&format!(", but driver {driver} cannot run it (")),
+                    "{part}"
+                ),
+            }
+        }
+        let row = text.lines().find(|l| l.starts_with(w.path(attr))).unwrap();
+        let fails =
+            gpu["capabilities"].as_array().unwrap().iter().any(|c| c["driver_runs"] == false);
+        assert!(row.ends_with(if fails { " FAILS" } else { "   runs" }), "{row}");
+    }
+    // HTML: a driver column whose cell says the verdict per capability.
+    let dom = render(&page);
+    let columns: Vec<&str> =
+        dom["columns"].as_array().unwrap().iter().map(|c| c["cap"].as_str().unwrap()).collect();
+    assert_eq!(columns, [url.as_str(), "driver"]);
+    for attr in ["sass", "ptx", "multi"] {
+        let gpu = &entry(&report, w.path(attr))["gpu"];
+        let row =
+            dom["rows"].as_array().unwrap().iter().find(|r| r["path"] == w.path(attr)).unwrap();
+        let cell = &row["cells"][1];
+        let fails =
+            gpu["capabilities"].as_array().unwrap().iter().any(|c| c["driver_runs"] == false);
+        assert_eq!(cell["class"], if fails { "driver-fails" } else { "driver-runs" }, "{row:#}");
+        for c in gpu["capabilities"].as_array().unwrap() {
+            let cap = c["capability"].as_str().unwrap();
+            let verdict = if c["driver_runs"] == true { "runs" } else { "fails" };
+            assert!(
+                cell["text"].as_str().unwrap().contains(&format!("{cap}: {verdict}")),
+                "{row:#}"
+            );
+        }
+    }
+}
+
+/// PTX architectures of `file` as cuobjdump lists them (`compute_86` -> 8.6).
+fn cuobjdump_ptx(file: &Path) -> Vec<String> {
+    let out = Command::new(common::tool("cuobjdump")).arg("--list-ptx").arg(file).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .filter_map(|l| {
+            l.rsplit('.').nth(1).and_then(|s| s.strip_prefix("sm_")).map(str::to_string)
+        })
+        .map(|sm| format!("{}.{}", &sm[..sm.len() - 1], &sm[sm.len() - 1..]))
+        .collect()
+}
+
 /// Three shards merged are byte for byte the report of one run; a missing
 /// shard is refused.
 #[test]

@@ -14,6 +14,10 @@
 //! parallel. The result is the audit of all paths at once: the files are
 //! examined root by root and concluded in the roots' order.
 //!
+//! Under Ctrl-C in a coverage run ([`interrupt::requested`]) the transfers
+//! under way stop, the paths fetched are still audited, and every path not
+//! fetched is a [`Failure::interrupted`].
+//!
 //! Nix refuses references that form a cycle between store paths; a cache
 //! that declares one gets its remaining paths fetched and audited together
 //! (held together, within the budget).
@@ -27,6 +31,7 @@ use super::failure::Failure;
 use super::linkage::Resolver;
 use super::roots::{conclude, examine_root, Walked};
 use super::{Audit, Policy, Root};
+use crate::fs::interrupt;
 use crate::store::cache::{Cache, CacheError};
 use crate::store::narinfo::NarInfo;
 use crate::store::scratch::Scratch;
@@ -86,6 +91,17 @@ pub(super) fn audit(
         if left.is_empty() {
             break;
         }
+        // Ctrl-C in a coverage run: what is left is named, not fetched.
+        if interrupt::requested() {
+            for node in left {
+                if let Root::Mounted { mount, .. } = &roots[node.root] {
+                    policy.resolver.mounts().failed(&mount.logical);
+                    roots[node.root] = Root::Failed(Failure::interrupted(&mount.logical));
+                }
+                done[node.root] = true;
+            }
+            break;
+        }
         let ready: Vec<&Node> =
             left.iter().copied().filter(|n| n.refs.iter().all(|&r| done[r])).collect();
         let batch = match ready.is_empty() {
@@ -104,7 +120,11 @@ pub(super) fn audit(
                 }
                 Err(e) => {
                     policy.resolver.mounts().failed(&mount.logical);
-                    roots[node.root] = Root::Failed(Failure::of_fetch(&e));
+                    // A transfer Ctrl-C cut is not the cache's failure.
+                    roots[node.root] = Root::Failed(match interrupt::requested() {
+                        true => Failure::interrupted(&mount.logical),
+                        false => Failure::of_fetch(&e),
+                    });
                 }
             }
             seen.paths += 1;

@@ -35,6 +35,8 @@ pub enum Reason {
     Fetch(String),
     /// The store path itself is a symbolic link, to this target.
     StoreLink(PathBuf),
+    /// Not examined: the run was interrupted (Ctrl-C) before it was done.
+    Interrupted,
 }
 
 impl Failure {
@@ -46,6 +48,11 @@ impl Failure {
     /// A file whose bytes the readers refused.
     pub fn unreadable(path: &Path, err: impl fmt::Display) -> Failure {
         Failure { path: path.to_path_buf(), reason: Reason::Unreadable(err.to_string()) }
+    }
+
+    /// A store path left unexamined because the run was interrupted.
+    pub fn interrupted(path: &Path) -> Failure {
+        Failure { path: path.to_path_buf(), reason: Reason::Interrupted }
     }
 
     /// The same failure named under another path (a mount's store name).
@@ -87,6 +94,7 @@ impl fmt::Display for Reason {
         match self {
             Reason::Io(text) | Reason::Unreadable(text) | Reason::Fetch(text) => f.write_str(text),
             Reason::BrokenLink(text) => write!(f, "broken symbolic link: {text}"),
+            Reason::Interrupted => f.write_str("not examined: interrupted (Ctrl-C)"),
             Reason::StoreLink(target) => write!(
                 f,
                 "the store path is a symbolic link (to {}): audit its target",

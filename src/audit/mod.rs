@@ -181,10 +181,22 @@ pub fn coverage(
     policy: &Policy,
 ) -> Vec<Coverage> {
     let Some(req) = &policy.requested else { return Vec::new() };
+    coverage_of(dev, runtime, &req.capabilities, policy.driver.as_ref())
+}
+
+/// [`coverage`] of the capabilities `caps`, with `driver`'s verdicts: the
+/// one rule, for the requested capabilities and for those a coverage run
+/// answers for on its own (with only a driver given, the capabilities a
+/// served build was made for).
+pub fn coverage_of(
+    dev: &DeviceCode,
+    runtime: Option<&runtime::Runtime>,
+    caps: &[crate::cuda::capabilities::Capability],
+    driver: Option<&crate::cuda::driver::Driver>,
+) -> Vec<Coverage> {
     let codes = dev.codes();
     let unread = dev.unscanned.is_some();
-    req.capabilities
-        .iter()
+    caps.iter()
         .map(|c| match crate::cuda::capabilities::covering(&codes, *c) {
             Some((runs, code)) => {
                 let mut cov = Coverage {
@@ -195,7 +207,7 @@ pub fn coverage(
                     driver: None,
                     not_read: unread && runs != crate::cuda::capabilities::Runs::Native,
                 };
-                if let Some(driver) = &policy.driver {
+                if let Some(driver) = driver {
                     let isa = checks::isa_of(dev, &code);
                     if runs == crate::cuda::capabilities::Runs::Jit {
                         cov.ptx_isa = isa.map(|i| i.to_string());

@@ -148,6 +148,19 @@ pub enum PolicyError {
 pub const CAPABILITY_VARIABLES: [&str; 3] =
     ["cudaCapabilities", "CUDAARCHS", "TORCH_CUDA_ARCH_LIST"];
 
+/// The driver of `--driver-version` or `--driver-cuda`, if one is given.
+pub fn driver(flags: &AuditArgs) -> Result<Option<Driver>, PolicyError> {
+    Ok(match (&flags.driver_version, &flags.driver_cuda) {
+        (Some(v), _) => Some(Driver::from_version(v)?),
+        (None, Some(c)) => Some(Driver::from_cuda(
+            CudaVersion::parse(c)
+                .filter(|_| c.trim().split('.').count() == 2)
+                .ok_or_else(|| PolicyError::DriverCuda(c.clone()))?,
+        )),
+        (None, None) => None,
+    })
+}
+
 /// What to check: flags first, then the build's attributes, then the
 /// variables other build systems use. Blank variables count as unset.
 pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> {
@@ -176,15 +189,7 @@ pub fn checks(flags: &AuditArgs, env: &BuildEnv) -> Result<Checks, PolicyError> 
     let forward_compat = flags.forward_compat().unwrap_or_else(|| {
         env.attr("cudaForwardCompat").is_none_or(|v| forward_compat_value(&v.to_string_lossy()))
     });
-    let driver = match (&flags.driver_version, &flags.driver_cuda) {
-        (Some(v), _) => Some(Driver::from_version(v)?),
-        (None, Some(c)) => Some(Driver::from_cuda(
-            CudaVersion::parse(c)
-                .filter(|_| c.trim().split('.').count() == 2)
-                .ok_or_else(|| PolicyError::DriverCuda(c.clone()))?,
-        )),
-        (None, None) => None,
-    };
+    let driver = driver(flags)?;
     Ok(Checks {
         driver,
         requested,

@@ -128,7 +128,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
 
 const EXIT_STATUS: &[(&str, &str)] = &[
     ("0", "no error findings (or only baselined ones); --summary: every file read"),
-    ("1", "error findings; --summary: damaged device code; --coverage: a path not served (or partly, or not done) or a requested capability not covered"),
+    ("1", "error findings; --summary: damaged device code; --coverage: a path not served (or partly, or not done, or not examined after Ctrl-C) or a requested capability not covered"),
     ("2", "the tool failed: bad arguments, a file or folder that could not be read"),
     ("255", "--list-elf/--list-ptx: no device code in a file (cuobjdump's statuses: 0, 1, 255)"),
 ];

@@ -1,7 +1,8 @@
 //! Ctrl-C as a request, not an end: while an [`Interrupt`] guard lives,
-//! SIGINT sets a flag that long loops poll ([`Interrupt::requested`]), so a
-//! coverage run reports the paths it answered and names the rest as not
-//! done instead of losing everything. The previous disposition comes back
+//! SIGINT sets a flag that long loops poll ([`Interrupt::requested`], or
+//! [`requested`] where the guard cannot be handed down: the fetch of a NAR,
+//! the cache audit's loop), so a coverage run reports the paths it answered
+//! and examined and names the rest as not done instead of losing everything. The previous disposition comes back
 //! when the guard is dropped: a second phase that does not poll ends on
 //! SIGINT as before (and removes its temporary folders, see
 //! [`super::signals`]).
@@ -9,6 +10,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
+/// Whether a guard's handler is installed now.
+static CATCHING: AtomicBool = AtomicBool::new(false);
+
+/// Whether SIGINT came while an [`Interrupt`] guard lives (always false
+/// when none does: a plain audit is never asked to stop early).
+pub fn requested() -> bool {
+    CATCHING.load(Ordering::SeqCst) && REQUESTED.load(Ordering::SeqCst)
+}
 
 extern "C" fn on_sigint(_: libc::c_int) {
     // Only an atomic store: async-signal-safe.
@@ -41,6 +50,7 @@ impl Interrupt {
             if libc::sigaction(libc::SIGINT, &new, std::ptr::null_mut()) != 0 {
                 return Interrupt { previous: None };
             }
+            CATCHING.store(true, Ordering::SeqCst);
             Interrupt { previous: Some(old) }
         }
     }
@@ -54,6 +64,7 @@ impl Interrupt {
 impl Drop for Interrupt {
     fn drop(&mut self) {
         if let Some(old) = self.previous.take() {
+            CATCHING.store(false, Ordering::SeqCst);
             // SAFETY: restores the action read in `catch`.
             unsafe { libc::sigaction(libc::SIGINT, &old, std::ptr::null_mut()) };
         }

@@ -84,6 +84,30 @@ fn built_for(gpu: &Gpu) -> String {
     }
 }
 
+/// Whether the run asked about a driver and no capabilities: each path is
+/// answered for the capabilities its build was made for.
+fn driver_only(report: &Report) -> bool {
+    report.capabilities.is_empty() && report.driver.is_some()
+}
+
+/// With only a driver asked about: whether it runs every capability the
+/// path was built for (`None`: nothing to say, no GPU answer or no code).
+fn driver_verdict(p: &PathResult) -> Option<bool> {
+    let verdicts = p.gpu.as_ref()?.capabilities.iter().filter_map(|c| c.driver_runs);
+    verdicts.fold(None, |all, v| Some(all.unwrap_or(true) && v))
+}
+
+/// The letter of a path's cell for the requested capability `cap`.
+fn cell_letter(p: &PathResult, cap: &str) -> &'static str {
+    if p.not_examined.is_some() {
+        return "?";
+    }
+    p.gpu
+        .as_ref()
+        .and_then(|g| g.capabilities.iter().find(|a| a.capability == cap))
+        .map_or("-", |a| if a.driver_runs == Some(false) { "D" } else { runs_letter(a.runs) })
+}
+
 /// The one-line answer for a path.
 pub fn sentence(p: &PathResult, report: &Report) -> String {
     let mut parts = Vec::new();
@@ -113,14 +137,24 @@ pub fn sentence(p: &PathResult, report: &Report) -> String {
         }
         parts.push(words);
     }
+    if let Some(why) = &p.not_examined {
+        parts.push(format!("GPU depth not examined ({why})"));
+    }
     if let Some(gpu) = &p.gpu {
         parts.push(built_for(gpu));
+        let driver = report.driver.as_deref().unwrap_or("?");
         for c in &gpu.capabilities {
             let mut words = format!("on {}: {}", c.capability, runs_words(c.runs));
-            if c.driver_runs == Some(false) {
-                let why = c.driver_reason.as_deref().unwrap_or("unknown");
-                let driver = report.driver.as_deref().unwrap_or("?");
-                words.push_str(&format!(", but driver {driver} cannot run it ({why})"));
+            match c.driver_runs {
+                Some(false) => {
+                    let why = c.driver_reason.as_deref().unwrap_or("unknown");
+                    words.push_str(&format!(", but driver {driver} cannot run it ({why})"));
+                }
+                // Only a driver asked about: its verdict is the answer.
+                Some(true) if driver_only(report) => {
+                    words.push_str(&format!(", driver {driver} runs it"))
+                }
+                _ => {}
             }
             parts.push(words);
         }
@@ -175,6 +209,9 @@ fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     for c in &report.capabilities {
         header.push_str(&format!(" {c:>5}"));
     }
+    if driver_only(report) {
+        header.push_str(&format!(" {:>6}", "DRIVER"));
+    }
     writeln!(out, "\n{header}")?;
     for p in &report.paths {
         let cache = p
@@ -191,15 +228,16 @@ fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
             p.file_size.map_or("-".into(), size)
         );
         for c in &report.capabilities {
-            let letter = p
-                .gpu
-                .as_ref()
-                .and_then(|g| g.capabilities.iter().find(|a| &a.capability == c))
-                .map_or(
-                    "-",
-                    |a| if a.driver_runs == Some(false) { "D" } else { runs_letter(a.runs) },
-                );
-            row.push_str(&format!(" {letter:>5}"));
+            row.push_str(&format!(" {:>5}", cell_letter(p, c)));
+        }
+        if driver_only(report) {
+            let word = match (p.not_examined.is_some(), driver_verdict(p)) {
+                (true, _) => "?",
+                (_, Some(true)) => "runs",
+                (_, Some(false)) => "FAILS",
+                (_, None) => "-",
+            };
+            row.push_str(&format!(" {word:>6}"));
         }
         writeln!(out, "{row}")?;
     }
@@ -229,6 +267,9 @@ fn text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     if s.covered + s.not_covered > 0 {
         write!(out, "; {} covered, {} not covered", s.covered, s.not_covered)?;
     }
+    if s.not_examined > 0 {
+        write!(out, "; {} not examined (interrupted)", s.not_examined)?;
+    }
     writeln!(out)
 }
 
@@ -243,6 +284,14 @@ fn metrics(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     writeln!(out, "{p}.not-done {}", s.not_done)?;
     writeln!(out, "{p}.covered {}", s.covered)?;
     writeln!(out, "{p}.not-covered {}", s.not_covered)?;
+    writeln!(out, "{p}.not-examined {}", s.not_examined)?;
+    if report.driver.is_some() {
+        // Paths whose code the driver runs on every capability answered.
+        let verdicts: Vec<Option<bool>> = report.paths.iter().map(driver_verdict).collect();
+        let count = |v| verdicts.iter().filter(|x| **x == Some(v)).count();
+        writeln!(out, "{p}.driver.runs {}", count(true))?;
+        writeln!(out, "{p}.driver.fails {}", count(false))?;
+    }
     writeln!(out, "{p}.nar-bytes {} B", s.nar_bytes)?;
     writeln!(out, "{p}.download-bytes {} B", s.file_bytes)?;
     writeln!(out, "{p}.bad-lines {}", report.bad_lines.len())?;
@@ -278,9 +327,9 @@ fn metrics(out: &mut dyn Write, report: &Report) -> io::Result<()> {
 
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1em 2em}\
 table{border-collapse:collapse}th,td{padding:2px 8px;border:1px solid #ccc;text-align:left}\
-td.served,td.sass{background:#b9e4bb}td.ptx-jit{background:#ffe9a6}\
+td.served,td.sass,td.driver-runs{background:#b9e4bb}td.ptx-jit{background:#ffe9a6}\
 td.not-found,td.nothing,td.error,td.bad-narinfo,td.untrusted,td.driver-fails{background:#f4a6a6}\
-td.no-device-code,td.none{color:#666}";
+td.no-device-code,td.none,td.not-examined{color:#666}";
 
 fn answer_class(a: Answer) -> &'static str {
     match a {
@@ -319,6 +368,9 @@ fn html(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     for c in &report.capabilities {
         writeln!(out, "<th class=\"req\" data-cap=\"{0}\">{0}</th>", escape(c))?;
     }
+    if let (true, Some(d)) = (driver_only(report), &report.driver) {
+        writeln!(out, "<th class=\"req\" data-cap=\"driver\">driver {}</th>", escape(d))?;
+    }
     writeln!(out, "<th>answer</th></tr></thead><tbody>")?;
     for p in &report.paths {
         write!(
@@ -343,6 +395,9 @@ fn html(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         for c in &report.capabilities {
             let a = p.gpu.as_ref().and_then(|g| g.capabilities.iter().find(|a| &a.capability == c));
             match a {
+                _ if p.not_examined.is_some() => {
+                    write!(out, "<td class=\"not-examined\">not examined</td>")?
+                }
                 Some(a) if a.driver_runs == Some(false) => {
                     write!(out, "<td class=\"driver-fails\">D</td>")?
                 }
@@ -355,15 +410,45 @@ fn html(out: &mut dyn Write, report: &Report) -> io::Result<()> {
                 None => write!(out, "<td class=\"none\">-</td>")?,
             }
         }
+        if driver_only(report) {
+            driver_cell(out, p)?;
+        }
         writeln!(out, "<td>{}</td></tr>", escape(&sentence(p, report)))?;
     }
     writeln!(out, "</tbody></table>")?;
     let s = &report.summary;
+    let examined = match s.not_examined {
+        0 => String::new(),
+        n => format!("; {n} not examined (interrupted)"),
+    };
     writeln!(
         out,
-        "<p id=\"summary\">{} paths: {} served, {} partial, {} not served, {} not done; {} of NAR, {} to download</p></body></html>",
+        "<p id=\"summary\">{} paths: {} served, {} partial, {} not served, {} not done; {} of NAR, {} to download{examined}</p></body></html>",
         s.paths, s.served, s.partial, s.not_served, s.not_done, size(s.nar_bytes), size(s.file_bytes)
     )
+}
+
+/// With only a driver asked about, a path's driver cell: `driver-runs` or
+/// `driver-fails`, the capabilities it was built for each with its verdict.
+fn driver_cell(out: &mut dyn Write, p: &PathResult) -> io::Result<()> {
+    if p.not_examined.is_some() {
+        return write!(out, "<td class=\"not-examined\">not examined</td>");
+    }
+    let Some(all) = driver_verdict(p) else {
+        return write!(out, "<td class=\"none\">-</td>");
+    };
+    let caps = p.gpu.iter().flat_map(|g| &g.capabilities);
+    let words: Vec<String> = caps
+        .filter_map(|c| {
+            let verdict = match c.driver_runs? {
+                true => "runs".to_string(),
+                false => format!("fails ({})", c.driver_reason.as_deref().unwrap_or("unknown")),
+            };
+            Some(format!("{}: {verdict}", c.capability))
+        })
+        .collect();
+    let class = if all { "driver-runs" } else { "driver-fails" };
+    write!(out, "<td class=\"{class}\">{}</td>", escape(&words.join(", ")))
 }
 
 #[cfg(test)]

@@ -602,6 +602,8 @@ fn unpack_entries<R: Read>(
     budget: &Budget,
     done: &mut Unpacked,
 ) -> Result<(), UnpackError> {
+    // One buffer for every file of the archive (allocated at the first kept one).
+    let mut buf = Vec::new();
     while let Some(entry) = reader.next_entry()? {
         // Not `dest.join("")` for the root: its trailing `/` would follow a
         // link at `dest` and make a root file or link a folder name.
@@ -650,8 +652,6 @@ fn unpack_entries<R: Read>(
                     continue;
                 }
                 make(done)?;
-                budget.charge(want as u64).map_err(over)?;
-                done.stored += want as u64;
                 let mode = if executable { 0o755 } else { 0o644 };
                 let mut file = fs::OpenOptions::new()
                     .write(true)
@@ -659,16 +659,16 @@ fn unpack_entries<R: Read>(
                     .mode(mode)
                     .open(&path)
                     .map_err(write)?;
-                file.write_all(&head[..want]).map_err(write)?;
                 let mut contents = reader.contents();
                 let mut sparse = Sparse { file: &mut file, budget, stored: &mut done.stored };
-                let copied = copy_contents(&mut contents, &mut sparse).map_err(|e| match e {
-                    Copy::Read(e) => UnpackError::Nar(NarError::from_io(e)),
-                    Copy::Write(e) => write(e),
-                    Copy::Budget(e) => over(e),
-                })?;
+                let copied = copy_contents(&head[..want], &mut contents, &mut sparse, &mut buf)
+                    .map_err(|e| match e {
+                        Copy::Read(e) => UnpackError::Nar(NarError::from_io(e)),
+                        Copy::Write(e) => write(e),
+                        Copy::Budget(e) => over(e),
+                    })?;
                 done.files += 1;
-                done.bytes += want as u64 + copied;
+                done.bytes += copied;
             }
         }
     }
@@ -693,21 +693,39 @@ struct Sparse<'a> {
 }
 
 impl Sparse<'_> {
+    /// Writes `data` (which starts at a block of the file's own
+    /// [`HOLE`]-sized grid or continues the last call's data): whole blocks
+    /// of zeros are skipped, each run of other blocks is one write.
     fn put(&mut self, data: &[u8], hole: &mut u64) -> Result<(), Copy> {
-        for block in data.chunks(HOLE) {
-            if block.len() == HOLE && block.iter().all(|&b| b == 0) {
-                *hole += HOLE as u64;
+        let mut run = 0..0;
+        for (i, block) in data.chunks(HOLE).enumerate() {
+            let zero = block.len() == HOLE && block.iter().all(|&b| b == 0);
+            if !zero {
+                if run.is_empty() {
+                    run = i * HOLE..i * HOLE;
+                }
+                run.end += block.len();
                 continue;
             }
-            if *hole > 0 {
-                let skip = i64::try_from(std::mem::take(hole)).unwrap_or(i64::MAX);
-                self.file.seek(io::SeekFrom::Current(skip)).map_err(Copy::Write)?;
-            }
-            self.budget.charge(block.len() as u64).map_err(Copy::Budget)?;
-            *self.stored += block.len() as u64;
-            self.file.write_all(block).map_err(Copy::Write)?;
+            self.write_run(&data[run.clone()], hole)?;
+            run = 0..0;
+            *hole += HOLE as u64;
         }
-        Ok(())
+        self.write_run(&data[run], hole)
+    }
+
+    /// One run of data after the hole before it (if any).
+    fn write_run(&mut self, run: &[u8], hole: &mut u64) -> Result<(), Copy> {
+        if run.is_empty() {
+            return Ok(());
+        }
+        if *hole > 0 {
+            let skip = i64::try_from(std::mem::take(hole)).unwrap_or(i64::MAX);
+            self.file.seek(io::SeekFrom::Current(skip)).map_err(Copy::Write)?;
+        }
+        self.budget.charge(run.len() as u64).map_err(Copy::Budget)?;
+        *self.stored += run.len() as u64;
+        self.file.write_all(run).map_err(Copy::Write)
     }
 
     /// Ends the file after a trailing hole.
@@ -720,12 +738,26 @@ impl Sparse<'_> {
     }
 }
 
-fn copy_contents(from: &mut impl Read, to: &mut Sparse<'_>) -> Result<u64, Copy> {
-    let mut buf = vec![0u8; 64 * 1024];
-    let (mut total, mut hole) = (0, 0);
+/// Bytes read and written at a time: whole [`HOLE`] blocks, large enough
+/// that a file costs few system calls (each write of a few KiB costs the
+/// kernel as much again as the copy).
+const COPY_BUFFER: usize = 64 * HOLE;
+
+/// Copies `head` (the file's first bytes, already read) and the rest of
+/// `from` into `to`, through `buf`; the bytes copied.
+fn copy_contents(
+    head: &[u8],
+    from: &mut impl Read,
+    to: &mut Sparse<'_>,
+    buf: &mut Vec<u8>,
+) -> Result<u64, Copy> {
+    if buf.len() < COPY_BUFFER {
+        buf.resize(COPY_BUFFER, 0);
+    }
+    buf[..head.len()].copy_from_slice(head);
+    let (mut total, mut hole, mut len) = (0, 0, head.len());
     loop {
         // Fill the buffer: holes are found in whole blocks of it.
-        let mut len = 0;
         while len < buf.len() {
             match from.read(&mut buf[len..]) {
                 Ok(0) => break,
@@ -745,6 +777,7 @@ fn copy_contents(from: &mut impl Read, to: &mut Sparse<'_>) -> Result<u64, Copy>
         }
         to.put(&buf[..len], &mut hole)?;
         total += len as u64;
+        len = 0;
     }
 }
 

@@ -13,6 +13,8 @@ use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::fs::interrupt;
+
 /// Bytes per block handed over.
 pub const BLOCK: usize = 256 * 1024;
 /// Blocks waiting in the channel at most.
@@ -110,9 +112,16 @@ pub fn read_ahead_watched(
 impl ReadAhead {
     /// The next block, or `Timeout` once the thread has read nothing for
     /// the stall limit (a full channel is no stall: the thread waits on us).
+    /// Ctrl-C while a coverage run catches it ([`interrupt::requested`])
+    /// ends the stream with an error at the next block or tick: a transfer
+    /// of minutes is not waited for (its thread, if blocked in a read, is
+    /// left behind as a stalled one is).
     fn recv_watched(&self, stall: &Stall) -> Result<io::Result<Vec<u8>>, RecvTimeoutError> {
         let tick = stall.limit.min(Duration::from_millis(250));
         loop {
+            if interrupt::requested() {
+                return Ok(Err(io::Error::other("interrupted (Ctrl-C)")));
+            }
             match self.rx.recv_timeout(tick) {
                 Err(RecvTimeoutError::Timeout) => {
                     let last = Duration::from_millis(stall.last.load(Ordering::Relaxed));

@@ -160,8 +160,10 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// 128 + the signal. The handler only writes the signal to a pipe (nothing
 /// else is safe in a handler); a thread reading the pipe does the removal.
 /// Installed once; when no pipe or thread can be had, the default actions
-/// stay (the next run's sweep removes the folder).
-fn install_signal_cleanup() {
+/// stay (the next run's sweep removes the folder). A caller that catches
+/// Ctrl-C itself for a while ([`crate::fs::interrupt`]) installs this
+/// first, so that its guard restores this handler, not the default.
+pub fn install_signal_cleanup() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         let mut fds = [0 as libc::c_int; 2];

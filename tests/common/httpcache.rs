@@ -2,7 +2,7 @@
 //! and benchmarks: the files of a `nix copy --to file://` folder, with
 //! connections kept alive, an added latency per request, and faults chosen
 //! per file (5xx a number of times, a truncated body, a disconnect, a
-//! stalled body, garbage) and for the whole server (it vanishes after a
+//! stalled body, a slow body, garbage) and for the whole server (it vanishes after a
 //! number of requests). It counts requests and connections.
 
 use std::collections::HashMap;
@@ -26,6 +26,9 @@ pub enum Fault {
     Stall(Duration),
     /// Serve these bytes instead.
     Body(Vec<u8>),
+    /// Send the head at once and the body after this long (a slow
+    /// download that has started).
+    SlowBody(Duration),
 }
 
 #[derive(Default)]
@@ -85,6 +88,11 @@ impl HttpCache {
         self.state.requests.load(Ordering::SeqCst)
     }
 
+    /// Requests for the file `rel` so far.
+    pub fn asked(&self, rel: &str) -> usize {
+        self.state.asked.lock().unwrap().get(rel).copied().unwrap_or(0)
+    }
+
     /// TCP connections accepted so far.
     pub fn connections(&self) -> usize {
         self.state.connections.load(Ordering::SeqCst)
@@ -141,6 +149,12 @@ fn connection(stream: TcpStream, state: &State, dir: &std::path::Path, latency: 
                 false
             }
             (Some(Fault::Body(bytes)), _) => respond(&mut out, 200, &bytes, head_only),
+            (Some(Fault::SlowBody(d)), Some(body)) => {
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+                let sent = out.write_all(head.as_bytes()).and_then(|_| out.flush()).is_ok();
+                std::thread::sleep(d);
+                sent && (head_only || out.write_all(&body).is_ok())
+            }
             (_, Some(body)) => respond(&mut out, 200, &body, head_only),
             (_, None) => respond(&mut out, 404, b"", head_only),
         };

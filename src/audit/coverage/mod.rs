@@ -8,7 +8,9 @@
 //! The result is one [`model::Report`], which the emitters of
 //! `crate::report::coverage` print; every bad answer is a path's result,
 //! and only what stops the run as a whole (a bad URL or key, a depth pass
-//! that cannot start) is an error.
+//! that cannot start) is an error. Ctrl-C during either pass is caught for
+//! the whole run: the paths answered (and audited) are reported, the rest
+//! are `not-done` (presence) or `not_examined` (depth), status 1.
 
 pub mod args;
 pub mod depth;
@@ -21,6 +23,7 @@ pub use args::CoverageArgs;
 
 use crate::audit::session::{AuditArgs, SessionError};
 use crate::buildenv::BuildEnv;
+use crate::fs::interrupt::Interrupt;
 use crate::store::cache::CacheError;
 use crate::store::narinfo::{NarInfoError, PublicKey};
 
@@ -82,7 +85,12 @@ pub fn run(
     let jobs = args.jobs.map_or_else(|| presence::default_jobs(&caches), |j| j as usize);
     let options =
         presence::Options { keys: &keys, closure: audit.closure, jobs, retries: args.retries };
-    let mut paths = presence::ask_all(&caches, &items, &options, progress);
+    // Ctrl-C ends either pass with a report (the cleanup handler of the
+    // depth pass's temporary folders is installed first: the guard gives
+    // it back, not the default, when it is dropped).
+    crate::store::scratch::install_signal_cleanup();
+    let interrupt = Interrupt::catch();
+    let mut paths = presence::ask_all(&caches, &items, &options, &interrupt, progress);
     let mut infos: Vec<model::CacheInfo> = caches.iter().map(|c| c.info.clone()).collect();
     for (info, gone) in infos.iter_mut().zip(presence::gone_reasons(&caches)) {
         info.unreachable = gone;
@@ -90,8 +98,14 @@ pub fn run(
     drop(caches);
     let driver = audit.driver_version.clone().or_else(|| audit.driver_cuda.clone());
     if audit.cuda_capabilities.is_some() || driver.is_some() {
-        depth::audit_served(&mut paths, &capabilities, audit, env)?;
+        match interrupt.requested() {
+            true => {
+                paths.iter_mut().filter(|p| p.served_by.is_some()).for_each(depth::not_examined)
+            }
+            false => depth::audit_served(&mut paths, &capabilities, audit, env)?,
+        }
     }
+    drop(interrupt);
     let mut report = model::Report {
         version: VERSION,
         caches: infos,

@@ -176,13 +176,19 @@ pub struct PathResult {
     /// With GPU depth: the served build's device code.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub gpu: Option<Gpu>,
+    /// With GPU depth: why a served path has no `gpu` (`interrupted`: the
+    /// run was stopped by Ctrl-C before its NAR was audited).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub not_examined: Option<String>,
 }
 
 impl PathResult {
     /// Whether this path is a failure of the run's question: not served,
-    /// partly served, not done, or not covered.
+    /// partly served, not done, not examined, or not covered.
     pub fn failed(&self) -> bool {
-        self.status != Status::Served || self.gpu.as_ref().is_some_and(|g| !g.covered())
+        self.status != Status::Served
+            || self.not_examined.is_some()
+            || self.gpu.as_ref().is_some_and(|g| !g.covered())
     }
 }
 
@@ -212,12 +218,19 @@ pub struct Summary {
     pub covered: usize,
     /// With GPU depth: served paths some requested capability does not.
     pub not_covered: usize,
+    /// With GPU depth: served paths whose NAR was not audited (Ctrl-C).
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub not_examined: usize,
     /// Sum of NarSize of the served paths.
     pub nar_bytes: u64,
     /// Sum of FileSize of the served paths (what a download fetches).
     pub file_bytes: u64,
     /// Per cache (in order): paths it serves first.
     pub hits: Vec<usize>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A coverage report.
@@ -254,6 +267,9 @@ impl Report {
                 Status::Partial => s.partial += 1,
                 Status::NotServed => s.not_served += 1,
                 Status::NotDone => s.not_done += 1,
+            }
+            if p.not_examined.is_some() {
+                s.not_examined += 1;
             }
             if let Some(g) = &p.gpu {
                 if g.covered() {

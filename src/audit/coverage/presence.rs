@@ -114,18 +114,19 @@ pub struct Options<'a> {
 }
 
 /// The presence pass over `items` (`indices`: each item's place in the
-/// whole input); `progress` gets done and total after each path.
+/// whole input); `progress` gets done and total after each path. Once
+/// `interrupt` says Ctrl-C came, no path is taken.
 pub fn ask_all(
     caches: &[Asked],
     items: &[(usize, Item)],
     options: &Options,
+    interrupt: &Interrupt,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<PathResult> {
     let asker = Asker { caches, options, memo: Mutex::new(HashMap::new()) };
     let slots: Vec<Mutex<Option<PathResult>>> = items.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let interrupt = Interrupt::catch();
     std::thread::scope(|s| {
         for _ in 0..options.jobs.clamp(1, items.len().max(1)) {
             s.spawn(|| loop {
@@ -140,7 +141,6 @@ pub fn ask_all(
             });
         }
     });
-    drop(interrupt);
     slots
         .into_iter()
         .zip(items)
@@ -168,6 +168,7 @@ fn unanswered(index: usize, item: &Item, status: Status) -> PathResult {
         caches: Vec::new(),
         closure: None,
         gpu: None,
+        not_examined: None,
     }
 }
 
