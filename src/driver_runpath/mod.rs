@@ -43,6 +43,7 @@ mod classify;
 pub mod dlopen_folders;
 pub mod emit;
 pub mod plan;
+mod rebuild;
 pub mod report;
 pub mod search;
 mod write;
@@ -131,16 +132,29 @@ fn process_inner(
             report.action = Action::WouldPatch;
             return Ok(());
         }
-        write::prepare(
-            path,
-            &file,
-            &meta,
-            &parsed.elf,
-            &change,
-            cfg.in_place,
-            report.outside_links,
-            cfg.sync,
-        )?
+        // A file our writer made is rewritten from its original (`rebuild`).
+        match rebuild::original(&file, &parsed)? {
+            Some(original) => {
+                let o = match classify::parse(original.bytes(), parsed.target())? {
+                    Ok(o) => o,
+                    Err(skip) => return Err(ElfError::Verify(format!("the original {skip:?}")).into()),
+                };
+                let change = original.change(&o, &change)?;
+                report.strategy = Some(change.rw.strategy);
+                let links = report.outside_links;
+                write::prepare(path, &file, &meta, &o.elf, &change, false, links, cfg.sync)?
+            }
+            None => write::prepare(
+                path,
+                &file,
+                &meta,
+                &parsed.elf,
+                &change,
+                cfg.in_place,
+                report.outside_links,
+                cfg.sync,
+            )?,
+        }
     };
     // The input map and descriptor are dropped before the original is touched.
     drop(map);

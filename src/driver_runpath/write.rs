@@ -248,7 +248,9 @@ fn write_replacement(
     // `io::copy` between two files is `copy_file_range` on Linux: the kernel
     // copies (or shares, on a file system with reflinks) the bytes, which
     // never pass through this process.
-    io::copy(&mut &*file, &mut &*out)?;
+    // Only the original's length: a file rebuilt from its original
+    // (`rebuild`) is longer than the original it is cut back to.
+    io::copy(&mut io::Read::take(file, elf.data.len() as u64), &mut &*out)?;
     for e in &rw.edits {
         out.write_all_at(&e.bytes, e.offset)?;
     }
