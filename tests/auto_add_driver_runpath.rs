@@ -1513,13 +1513,16 @@ fn fixes_in_separate_runs_give_one_runs_search_paths_and_the_loader_agrees() {
     ok(&["reversed"]);
     ok(&["--remove-stubs", "reversed"]);
     ok(&["--append-origin", "reversed"]);
-    // The same search path in every file, read by readelf. (Not the same
-    // bytes: each rewrite of a file appends its own segment, so a file
-    // rewritten three times is longer than one rewritten once.)
+    // The same search path in every file, read by readelf, and the same
+    // bytes: a file our writer made is rewritten from its original, not
+    // given one more segment per run.
     for f in ["bin/p", "lib/libans.so", "lib/libplain.so"] {
         let want = search_path(&dir.join("one").join(f));
         assert_eq!(search_path(&dir.join("split").join(f)), want, "{f}");
         assert_eq!(search_path(&dir.join("reversed").join(f)), want, "{f}");
+        let bytes = std::fs::read(dir.join("one").join(f)).unwrap();
+        assert!(std::fs::read(dir.join("split").join(f)).unwrap() == bytes, "{f}");
+        assert!(std::fs::read(dir.join("reversed").join(f)).unwrap() == bytes, "{f}");
     }
     assert_eq!(
         sh(dir, "./split/bin/p && ./reversed/bin/p"),
