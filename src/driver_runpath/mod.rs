@@ -195,37 +195,26 @@ pub fn run(outputs: &[Output], cfg: &Config) -> RunReport {
         }
         walk_output(&output.path, cfg, &mut report, &mut inodes);
     }
-    let bytes = inodes.bytes;
     let mut inodes: Vec<Vec<PathBuf>> =
         inodes.groups.into_values().chain(inodes.vanished).collect();
     for names in inodes.iter_mut() {
         names.sort();
     }
     inodes.sort();
-    let one = |names: &Vec<PathBuf>| process_file(&names[0], &names[1..], cfg);
-    // A small batch costs less on this thread than on rayon's pool: each
-    // file is a few system calls, and idle workers spin (sched_yield) on
-    // the cores the work needs (measured: BENCHMARKS.md, issue 33).
-    let mut files: Vec<FileReport> = if bytes <= SMALL_BATCH {
-        inodes.iter().map(one).collect()
-    } else {
-        inodes.par_iter().map(one).collect()
-    };
+    // In parallel even for small files: a rename or an unlink may wait for
+    // the file system's journal, and a second thread overlaps those waits
+    // (one thread measured slower on a loaded machine: BENCHMARKS.md, issue 33).
+    let mut files: Vec<FileReport> =
+        inodes.par_iter().map(|names| process_file(&names[0], &names[1..], cfg)).collect();
     files.retain(|f| f.skip != Some(Skip::NotElf));
     report.summary = Summary::count(&files);
     report.files = files;
     report
 }
 
-/// Batches of regular files up to this many bytes in all are processed on
-/// one thread.
-const SMALL_BATCH: u64 = 16 << 20;
-
 /// The regular files found so far, by inode.
 #[derive(Default)]
 struct Inodes {
-    /// Their sizes, summed (each name counted: a bound, not a measure).
-    bytes: u64,
     /// Names of each `(dev, ino)`.
     groups: HashMap<(u64, u64), Vec<PathBuf>>,
     /// Files whose metadata vanished after the walk saw them: processing
@@ -243,7 +232,7 @@ fn walk_output(root: &Path, cfg: &Config, report: &mut RunReport, inodes: &mut I
         if side::side_file(path).is_some() {
             return Some(None);
         }
-        Some(Some(std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino(), m.len()))))
+        Some(Some(std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino()))))
     });
     for e in walked.errors {
         report.walk_error(e.to_string());
@@ -253,10 +242,7 @@ fn walk_output(root: &Path, cfg: &Config, report: &mut RunReport, inodes: &mut I
         match key {
             // Named like our side files: never patched.
             None => side_files.push(path),
-            Some(Ok((dev, ino, len))) => {
-                inodes.bytes = inodes.bytes.saturating_add(len);
-                inodes.groups.entry((dev, ino)).or_default().push(path)
-            }
+            Some(Ok(key)) => inodes.groups.entry(key).or_default().push(path),
             Some(Err(_)) => inodes.vanished.push(vec![path]),
         }
     }
