@@ -1588,7 +1588,11 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
 fn load_count(file: &Path) -> usize {
     let out = std::process::Command::new(tool("readelf")).arg("-lSW").arg(file).output().unwrap();
     assert!(out.status.success() && out.stderr.is_empty(), "readelf -lSW {}", file.display());
-    String::from_utf8(out.stdout).unwrap().lines().filter(|l| l.trim_start().starts_with("LOAD")).count()
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.trim_start().starts_with("LOAD"))
+        .count()
 }
 
 /// Issue 33's "running the fixes as separate invocations in any order gives
@@ -1693,7 +1697,8 @@ int main(int argc, char **argv) {
         let pos = |f| order.iter().position(|&i| i == f).unwrap();
         let want = if pos(origin) < pos(dlopen) { &one } else { late.get_or_insert(got.clone()) };
         for (k, f) in files.iter().enumerate() {
-            let (w, g) = (want.iter().find(|e| e.0.ends_with(f)), got.iter().find(|e| e.0.ends_with(f)));
+            let (w, g) =
+                (want.iter().find(|e| e.0.ends_with(f)), got.iter().find(|e| e.0.ends_with(f)));
             assert!(w.unwrap().1 == g.unwrap().1, "{f}: order {order:?} gave other bytes");
             assert_eq!(load_count(&dir.join(&name).join(f)), loads[k] + 1, "{f} {order:?}");
         }
@@ -1712,9 +1717,13 @@ int main(int argc, char **argv) {
     for f in files {
         let path = dir.join("one").join(f);
         let (_, readelf) = search_path(&path).unwrap();
-        let patchelf = sh(dir, &format!("{} --print-rpath {}", tool("patchelf").display(), path.display()));
+        let patchelf =
+            sh(dir, &format!("{} --print-rpath {}", tool("patchelf").display(), path.display()));
         assert_eq!(patchelf.trim_end(), readelf, "{f}");
     }
     assert_eq!(sh(dir, "timeout 20 ./host one/lib/libans.so answer"), "42 0\n");
-    assert_eq!(sh(dir, "timeout 20 ./host one/lib/libcudart.so.12 cudaRuntimeGetVersion"), "0 12090\n");
+    assert_eq!(
+        sh(dir, "timeout 20 ./host one/lib/libcudart.so.12 cudaRuntimeGetVersion"),
+        "0 12090\n"
+    );
 }

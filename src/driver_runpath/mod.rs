@@ -138,7 +138,9 @@ fn process_inner(
             Some(original) => {
                 let o = match classify::parse(original.bytes(), parsed.target())? {
                     Ok(o) => o,
-                    Err(skip) => return Err(ElfError::Verify(format!("the original {skip:?}")).into()),
+                    Err(skip) => {
+                        return Err(ElfError::Verify(format!("the original {skip:?}")).into())
+                    }
                 };
                 let change = original.change(&o, &change)?;
                 report.strategy = Some(change.rw.strategy);

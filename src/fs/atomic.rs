@@ -169,7 +169,11 @@ impl Replacement {
             Ok(Replaced::Exchanged) => {
                 // The temporary name holds the old file now: it goes.
                 std::fs::remove_file(&self.temp).map_err(|e| {
-                    PathError::during(&self.temp, "cannot remove the old file after the exchange", e)
+                    PathError::during(
+                        &self.temp,
+                        "cannot remove the old file after the exchange",
+                        e,
+                    )
                 })?;
             }
             Err(e) => return Err(err("cannot rename the new file over the old one")(e)),

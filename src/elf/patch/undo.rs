@@ -124,8 +124,7 @@ pub fn is_rewrite_of(
 /// else the original is the patched file's own bytes).
 fn same_first_bytes(original: &Elf<'_>, undo: &Undo, rw: &Rewrite, patched: &[u8]) -> bool {
     let byte = |i: u64| -> Option<u8> {
-        match rw.edits.iter().rev().find(|e| e.offset <= i && i - e.offset < e.bytes.len() as u64)
-        {
+        match rw.edits.iter().rev().find(|e| e.offset <= i && i - e.offset < e.bytes.len() as u64) {
             Some(e) => Some(e.bytes[(i - e.offset) as usize]),
             None => original.data.get(i as usize).copied(),
         }
