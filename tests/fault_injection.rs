@@ -537,7 +537,7 @@ fn without_rename_exchange_a_large_file_is_renamed_into_place() {
     std::fs::write(dir.join("noexchange.c"), NO_EXCHANGE_C).unwrap();
     std::fs::write(
         dir.join("big.c"),
-        "static char big[17 << 20] = {1};\nint main(void) { return big[0] - 1 + big[(17 << 20) - 1]; }\n",
+        "char big[17 << 20] = {1};\nint main(void) { volatile char *p = big; return p[0] - 1 + p[(17 << 20) - 1]; }\n",
     )
     .unwrap();
     sh(dir, "set -e; gcc -O1 -o noexchange noexchange.c; gcc -O1 -o big big.c; chmod 0751 big");
