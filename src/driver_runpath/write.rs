@@ -244,7 +244,10 @@ fn write_replacement(
     value: &[u8],
     tag: Tag,
 ) -> Result<Replacement, FileError> {
-    if elf.data.len() as u64 <= mapped::READ_WHOLE {
+    // Small in and out: an executable given a sparse hole (a large `.bss`,
+    // see `elf::patch::MAX_EXEC_HOLE`) is small in but not out.
+    let new_len = rw.new_len(elf.data.len() as u64);
+    if elf.data.len() as u64 <= mapped::READ_WHOLE && new_len <= 2 * mapped::READ_WHOLE {
         return write_small(path, elf, rw, value, tag);
     }
     let repl = Replacement::create_journaled(path)?;
