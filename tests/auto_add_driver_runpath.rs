@@ -1711,6 +1711,16 @@ int main(int argc, char **argv) {
         std::fs::remove_dir_all(dir.join(&name)).unwrap();
     }
     assert!(late.is_some());
+    // `--in-place` (the hooks' mode) too: a file our writer made is then
+    // rebuilt through a replacement, and gives the same bytes.
+    sh(dir, "cp -a tree inplace");
+    for i in [3, 2, 0, 4, 1] {
+        fix("inplace", &[&["--in-place"][..], &fixes[i]].concat());
+    }
+    for f in files {
+        let bytes = std::fs::read(dir.join("one").join(f)).unwrap();
+        assert!(std::fs::read(dir.join("inplace").join(f)).unwrap() == bytes, "--in-place {f}");
+    }
     // The one run's files: readelf and patchelf agree, they run and load.
     let want_p = format!("{compat}:{DRIVER}:$ORIGIN/../lib:$ORIGIN:{plugins}");
     assert_eq!(search_path(&dir.join("one/bin/p")).unwrap(), ("RUNPATH".into(), want_p));
