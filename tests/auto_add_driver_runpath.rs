@@ -1513,13 +1513,16 @@ fn fixes_in_separate_runs_give_one_runs_search_paths_and_the_loader_agrees() {
     ok(&["reversed"]);
     ok(&["--remove-stubs", "reversed"]);
     ok(&["--append-origin", "reversed"]);
-    // The same search path in every file, read by readelf. (Not the same
-    // bytes: each rewrite of a file appends its own segment, so a file
-    // rewritten three times is longer than one rewritten once.)
+    // The same search path in every file, read by readelf, and the same
+    // bytes: a file our writer made is rewritten from its original, not
+    // given one more segment per run.
     for f in ["bin/p", "lib/libans.so", "lib/libplain.so"] {
         let want = search_path(&dir.join("one").join(f));
         assert_eq!(search_path(&dir.join("split").join(f)), want, "{f}");
         assert_eq!(search_path(&dir.join("reversed").join(f)), want, "{f}");
+        let bytes = std::fs::read(dir.join("one").join(f)).unwrap();
+        assert!(std::fs::read(dir.join("split").join(f)).unwrap() == bytes, "{f}");
+        assert!(std::fs::read(dir.join("reversed").join(f)).unwrap() == bytes, "{f}");
     }
     assert_eq!(
         sh(dir, "./split/bin/p && ./reversed/bin/p"),
@@ -1560,5 +1563,177 @@ fn fixes_in_separate_runs_give_one_runs_search_paths_and_the_loader_agrees() {
     assert_eq!(
         search_path(&dir.join("again/p")).unwrap().1,
         format!("{DRIVER}:/x:/nix/store/h-nvidia-stubs/lib")
+    );
+}
+
+/// Every permutation of `0..n`, in Heap's order.
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    fn heap(k: usize, a: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+        if k <= 1 {
+            out.push(a.clone());
+            return;
+        }
+        for i in 0..k {
+            heap(k - 1, a, out);
+            let j = if k % 2 == 0 { i } else { 0 };
+            a.swap(j, k - 1);
+        }
+    }
+    let mut out = Vec::new();
+    heap(n, &mut (0..n).collect(), &mut out);
+    out
+}
+
+/// The PT_LOAD count of a file, read by readelf (which must not warn).
+fn load_count(file: &Path) -> usize {
+    let out = std::process::Command::new(tool("readelf")).arg("-lSW").arg(file).output().unwrap();
+    assert!(out.status.success() && out.stderr.is_empty(), "readelf -lSW {}", file.display());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.trim_start().starts_with("LOAD"))
+        .count()
+}
+
+/// Issue 33's "running the fixes as separate invocations in any order gives
+/// the same bytes": a gcc program (linked against a CUDA stubs folder, with
+/// `$ORIGIN/../lib`, dlopening a plugin from another output), a gcc library
+/// and NVIDIA's libcudart.so.12 from the corpus, fixed by the five fixes
+/// (the driver entry, `--cuda-compat`, `--remove-stubs`, `--append-origin`,
+/// `--dlopen-search`) as five separate runs in all 120 orders. Each file is
+/// a function of (the original, the final search path): byte for byte the
+/// one-run file wherever the orders give the one run's search path, and
+/// one segment more than the original (readelf), never one per run. The
+/// one exception of the search path itself: a run that adds the dlopen
+/// folder before the run that appends `$ORIGIN` puts the folder first
+/// (each run appends), and those 60 orders agree byte for byte among
+/// themselves. Every result runs, the libraries dlopen, and patchelf reads
+/// the search path readelf reads.
+#[test]
+fn every_order_of_separate_fixes_gives_one_runs_bytes() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(
+        dir.join("main.c"),
+        r#"#include <stdio.h>
+#include <dlfcn.h>
+int answer(void);
+int main(void) {
+  void *h = dlopen("libplug.so", RTLD_NOW);
+  if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+  int (*plug)(void) = (int (*)(void))dlsym(h, "plug");
+  printf("%d %d\n", answer(), plug());
+  return 0;
+}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("host.c"),
+        r#"#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  void *h = dlopen(argv[1], RTLD_NOW);
+  if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+  int (*f)(int *) = (int (*)(int *))dlsym(h, argv[2]);
+  if (!f) { fprintf(stderr, "dlsym: %s\n", dlerror()); return 1; }
+  int v = 0;
+  int r = f(&v);
+  printf("%d %d\n", r, v);
+  return 0;
+}
+"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("lib.c"), "int answer(void) { return 42; }\n").unwrap();
+    std::fs::write(dir.join("stub.c"), "int answer(void) { return 0; }\n").unwrap();
+    std::fs::write(dir.join("plug.c"), "int plug(void) { return 7; }\n").unwrap();
+    let stubs = dir.join("store/h-cuda12.8-libans-12.8-stubs/lib");
+    sh(
+        dir,
+        &format!(
+            "set -e; mkdir -p tree/lib tree/bin plugins {stubs}
+             gcc -O1 -o host host.c -ldl
+             gcc -shared -fPIC -o {stubs}/libans.so stub.c
+             gcc -shared -fPIC -o plugins/libplug.so plug.c
+             gcc -shared -fPIC -o tree/lib/libans.so lib.c
+             gcc -o tree/bin/p main.c -L{stubs} -lans -ldl \
+                 -Wl,--enable-new-dtags,-rpath,{stubs}:'$ORIGIN/../lib'",
+            stubs = stubs.display()
+        ),
+    );
+    std::fs::copy(corpus("cudart12", "libcudart.so.12"), dir.join("tree/lib/libcudart.so.12"))
+        .unwrap();
+    let plugins = dir.join("plugins").display().to_string();
+    let compat = "/nix/store/h-cuda_compat/compat";
+    let fixes: [Vec<&str>; 5] = [
+        vec![],
+        vec!["--cuda-compat", compat],
+        vec!["--remove-stubs"],
+        vec!["--append-origin"],
+        vec!["--dlopen-search", &plugins],
+    ];
+    let (origin, dlopen) = (3, 4);
+    let fix = |tree: &str, args: &[&str]| {
+        let r = bin(dir, &[args, &[tree]].concat());
+        assert_eq!(r.status.code(), Some(0), "{args:?} {tree}: {}", text(&r));
+    };
+    let files = ["bin/p", "lib/libans.so", "lib/libcudart.so.12"];
+    let loads: Vec<usize> = files.iter().map(|f| load_count(&dir.join("tree").join(f))).collect();
+    sh(dir, "cp -a tree one");
+    fix("one", &fixes.concat());
+    let one = snapshot(&dir.join("one"));
+    let mut late: Option<Vec<(std::path::PathBuf, Vec<u8>)>> = None;
+    for order in permutations(fixes.len()) {
+        let name = format!("o{}", order.iter().map(|i| i.to_string()).collect::<String>());
+        sh(dir, &format!("cp -a tree {name}"));
+        for &i in &order {
+            fix(&name, &fixes[i]);
+        }
+        let got: Vec<_> = snapshot(&dir.join(&name))
+            .into_iter()
+            .map(|(p, b)| (dir.join("one").join(p.strip_prefix(dir.join(&name)).unwrap()), b))
+            .collect();
+        let pos = |f| order.iter().position(|&i| i == f).unwrap();
+        let want = if pos(origin) < pos(dlopen) { &one } else { late.get_or_insert(got.clone()) };
+        for (k, f) in files.iter().enumerate() {
+            let (w, g) =
+                (want.iter().find(|e| e.0.ends_with(f)), got.iter().find(|e| e.0.ends_with(f)));
+            assert!(w.unwrap().1 == g.unwrap().1, "{f}: order {order:?} gave other bytes");
+            assert_eq!(load_count(&dir.join(&name).join(f)), loads[k] + 1, "{f} {order:?}");
+        }
+        assert_eq!(sh(dir, &format!("timeout 20 ./{name}/bin/p")), "42 7\n", "{order:?}");
+        if !std::ptr::eq(want, &one) {
+            // The one deviation: the dlopen folder before $ORIGIN.
+            let p = search_path(&dir.join(&name).join("bin/p")).unwrap().1;
+            assert_eq!(p, format!("{compat}:{DRIVER}:$ORIGIN/../lib:{plugins}:$ORIGIN"));
+        }
+        std::fs::remove_dir_all(dir.join(&name)).unwrap();
+    }
+    assert!(late.is_some());
+    // `--in-place` (the hooks' mode) too: a file our writer made is then
+    // rebuilt through a replacement, and gives the same bytes.
+    sh(dir, "cp -a tree inplace");
+    for i in [3, 2, 0, 4, 1] {
+        fix("inplace", &[&["--in-place"][..], &fixes[i]].concat());
+    }
+    for f in files {
+        let bytes = std::fs::read(dir.join("one").join(f)).unwrap();
+        assert!(std::fs::read(dir.join("inplace").join(f)).unwrap() == bytes, "--in-place {f}");
+    }
+    // The one run's files: readelf and patchelf agree, they run and load.
+    let want_p = format!("{compat}:{DRIVER}:$ORIGIN/../lib:$ORIGIN:{plugins}");
+    assert_eq!(search_path(&dir.join("one/bin/p")).unwrap(), ("RUNPATH".into(), want_p));
+    for f in files {
+        let path = dir.join("one").join(f);
+        let (_, readelf) = search_path(&path).unwrap();
+        let patchelf =
+            sh(dir, &format!("{} --print-rpath {}", tool("patchelf").display(), path.display()));
+        assert_eq!(patchelf.trim_end(), readelf, "{f}");
+    }
+    assert_eq!(sh(dir, "timeout 20 ./host one/lib/libans.so answer"), "42 0\n");
+    assert_eq!(
+        sh(dir, "timeout 20 ./host one/lib/libcudart.so.12 cudaRuntimeGetVersion"),
+        "0 12090\n"
     );
 }

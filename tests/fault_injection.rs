@@ -492,3 +492,92 @@ fn a_file_truncated_or_replaced_between_scan_and_patch() {
         assert_eq!(search_path(&f).unwrap().1, "/run/opengl-driver/lib");
     }
 }
+
+/// A launcher that runs a program with `renameat2` failing with the errno
+/// given (a seccomp filter, as on a kernel before 3.15 or a file system
+/// without RENAME_EXCHANGE).
+const NO_EXCHANGE_C: &str = r#"
+#define _GNU_SOURCE
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  struct sock_filter f[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_renameat2, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (atoi(argv[1]) & SECCOMP_RET_DATA)),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = { sizeof f / sizeof f[0], f };
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+    perror("seccomp");
+    return 99;
+  }
+  execv(argv[2], argv + 2);
+  perror("execv");
+  return 98;
+}
+"#;
+
+/// A file of 16 MiB or more is switched by RENAME_EXCHANGE then unlink
+/// (strace shows it); where the exchange fails with ENOSYS or EINVAL (a
+/// seccomp filter stands for the old kernel or the file system), the same
+/// file is renamed into place: patched (readelf), still runs, mode kept,
+/// no side file left.
+#[test]
+fn without_rename_exchange_a_large_file_is_renamed_into_place() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("noexchange.c"), NO_EXCHANGE_C).unwrap();
+    std::fs::write(
+        dir.join("big.c"),
+        "char big[17 << 20] = {1};\nint main(void) { volatile char *p = big; return p[0] - 1 + p[(17 << 20) - 1]; }\n",
+    )
+    .unwrap();
+    sh(dir, "set -e; gcc -O1 -o noexchange noexchange.c; gcc -O1 -o big big.c; chmod 0751 big");
+    assert!(std::fs::metadata(dir.join("big")).unwrap().len() >= 16 << 20);
+    let exe = env!("CARGO_BIN_EXE_auto-add-driver-runpath");
+    let strace = tool("strace");
+    for (name, launch, want) in [
+        ("exchange", String::new(), "RENAME_EXCHANGE) = 0"),
+        ("enosys", format!("{} 38", dir.join("noexchange").display()), "= -1 ENOSYS"),
+        ("einval", format!("{} 22", dir.join("noexchange").display()), "= -1 EINVAL"),
+    ] {
+        let out = dir.join(name);
+        std::fs::create_dir(&out).unwrap();
+        sh(dir, &format!("cp -p big {name}/big"));
+        let log = sh(
+            dir,
+            &format!(
+                "{} -f -e trace=renameat2,rename,unlink -o {name}.trace {launch} {exe} {name} 2>&1 >/dev/null; cat {name}.trace",
+                strace.display()
+            ),
+        );
+        let switch: Vec<&str> = log.lines().filter(|l| l.contains("/big")).collect();
+        assert!(
+            switch.iter().any(|l| l.contains("renameat2(") && l.contains(want)),
+            "{name}: {log}"
+        );
+        if name == "exchange" {
+            assert!(!switch.iter().any(|l| l.contains(" rename(")), "{name}: {log}");
+        } else {
+            assert!(
+                switch.iter().any(|l| l.contains(" rename(") && l.ends_with("= 0")),
+                "{name}: {log}"
+            );
+        }
+        let file = out.join("big");
+        assert_eq!(search_path(&file).unwrap().1, "/run/opengl-driver/lib", "{name}");
+        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777, 0o751);
+        sh(dir, &format!("./{name}/big"));
+        let names: Vec<_> =
+            std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["big"], "{name}: side files left");
+    }
+}

@@ -36,6 +36,11 @@ pub(super) struct Parsed<'a> {
 }
 
 impl Parsed<'_> {
+    /// The machine its header names, if any.
+    pub(super) fn target(&self) -> Option<Target> {
+        self.target
+    }
+
     /// `e` as this file's error (see [`foreign`]).
     pub(super) fn foreign(&self, e: ElfError) -> FileError {
         foreign(self.target, e)

@@ -35,7 +35,7 @@ use crate::elf::machine::Target;
 use crate::elf::ElfError;
 use crate::error::PathError;
 use crate::fs::atomic;
-use crate::fs::mapped::Mapped;
+use crate::fs::mapped;
 use crate::fs::side::{self, Process, SideFile};
 use crate::fs::walk;
 
@@ -43,6 +43,7 @@ mod classify;
 pub mod dlopen_folders;
 pub mod emit;
 pub mod plan;
+mod rebuild;
 pub mod report;
 pub mod search;
 mod write;
@@ -103,11 +104,12 @@ fn process_inner(
         report.skip = Some(skip);
         return Ok(());
     }
-    // SAFETY: the map is read-only and private to this function. Another
-    // process truncating the file meanwhile could fault (SIGBUS); a build's
-    // outputs are owned by the build, and every hook — upstream's patchelf
-    // included — assumes nothing else rewrites them concurrently.
-    let map = Mapped::from(unsafe { memmap2::Mmap::map(&file)? });
+    // A small file is read (one pread), a large one mapped read-only:
+    // another process truncating the file meanwhile could then fault
+    // (SIGBUS); a build's outputs are owned by the build, and every hook —
+    // upstream's patchelf included — assumes nothing else rewrites them
+    // concurrently.
+    let map = mapped::read_or_map(&file, meta.len())?;
     let pending = {
         let target = Target::peek(&map);
         report.machine = target.map(Target::short);
@@ -131,16 +133,31 @@ fn process_inner(
             report.action = Action::WouldPatch;
             return Ok(());
         }
-        write::prepare(
-            path,
-            &file,
-            &meta,
-            &parsed.elf,
-            &change,
-            cfg.in_place,
-            report.outside_links,
-            cfg.sync,
-        )?
+        // A file our writer made is rewritten from its original (`rebuild`).
+        match rebuild::original(&file, &parsed)? {
+            Some(original) => {
+                let o = match classify::parse(original.bytes(), parsed.target())? {
+                    Ok(o) => o,
+                    Err(skip) => {
+                        return Err(ElfError::Verify(format!("the original {skip:?}")).into())
+                    }
+                };
+                let change = original.change(&o, &change)?;
+                report.strategy = Some(change.rw.strategy);
+                let links = report.outside_links;
+                write::prepare(path, &file, &meta, &o.elf, &change, false, links, cfg.sync)?
+            }
+            None => write::prepare(
+                path,
+                &file,
+                &meta,
+                &parsed.elf,
+                &change,
+                cfg.in_place,
+                report.outside_links,
+                cfg.sync,
+            )?,
+        }
     };
     // The input map and descriptor are dropped before the original is touched.
     drop(map);
@@ -186,6 +203,9 @@ pub fn run(outputs: &[Output], cfg: &Config) -> RunReport {
         names.sort();
     }
     inodes.sort();
+    // In parallel even for small files: a rename or an unlink may wait for
+    // the file system's journal, and a second thread overlaps those waits
+    // (one thread measured slower on a loaded machine: BENCHMARKS.md, issue 33).
     let mut files: Vec<FileReport> =
         inodes.par_iter().map(|names| process_file(&names[0], &names[1..], cfg)).collect();
     files.retain(|f| f.skip != Some(Skip::NotElf));

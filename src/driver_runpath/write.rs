@@ -16,6 +16,7 @@ use crate::elf::runpath::Tag;
 use crate::elf::{Elf, ElfError};
 use crate::error::PathError;
 use crate::fs::atomic::Replacement;
+use crate::fs::mapped;
 use crate::fs::side::Journal;
 use crate::fs::xattr;
 
@@ -243,12 +244,20 @@ fn write_replacement(
     value: &[u8],
     tag: Tag,
 ) -> Result<Replacement, FileError> {
+    // Small in and out: an executable given a sparse hole (a large `.bss`,
+    // see `elf::patch::MAX_EXEC_HOLE`) is small in but not out.
+    let new_len = rw.new_len(elf.data.len() as u64);
+    if elf.data.len() as u64 <= mapped::READ_WHOLE && new_len <= 2 * mapped::READ_WHOLE {
+        return write_small(path, elf, rw, value, tag);
+    }
     let repl = Replacement::create_journaled(path)?;
     let out = repl.file();
     // `io::copy` between two files is `copy_file_range` on Linux: the kernel
     // copies (or shares, on a file system with reflinks) the bytes, which
     // never pass through this process.
-    io::copy(&mut &*file, &mut &*out)?;
+    // Only the original's length: a file rebuilt from its original
+    // (`rebuild`) is longer than the original it is cut back to.
+    io::copy(&mut io::Read::take(file, elf.data.len() as u64), &mut &*out)?;
     for e in &rw.edits {
         out.write_all_at(&e.bytes, e.offset)?;
     }
@@ -275,6 +284,32 @@ fn write_replacement(
             }
         }
     }
+    Ok(repl)
+}
+
+/// Replacement mode for a small file (read into memory whole, see
+/// [`mapped::read_or_map`]): the new file built and verified in memory
+/// before the temporary file exists, then written with one `pwrite`. The
+/// same checks as for a large file, on the bytes that are written, device
+/// code compared in full; a fraction of the system calls (no copy, no
+/// re-read, no map of the new file).
+fn write_small(
+    path: &Path,
+    elf: &Elf<'_>,
+    rw: &patch::Rewrite,
+    value: &[u8],
+    tag: Tag,
+) -> Result<Replacement, FileError> {
+    let new = rw.apply(elf.data)?;
+    patch::verify(elf, &new, value, tag)?;
+    for (offset, len) in patch::device_code_ranges(elf) {
+        let (o, n) = (offset as usize, len as usize);
+        if elf.data.get(o..o.saturating_add(n)) != new.get(o..o.saturating_add(n)) {
+            return Err(ElfError::Verify(format!("device code at {offset:#x} differs")).into());
+        }
+    }
+    let repl = Replacement::create_journaled(path)?;
+    repl.file().write_all_at(&new, 0)?;
     Ok(repl)
 }
 

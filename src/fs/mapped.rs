@@ -5,21 +5,61 @@
 use std::fs::File;
 use std::io;
 
-/// A file's bytes, memory-mapped (or empty for an empty file).
-pub struct Mapped(Option<memmap2::Mmap>);
+/// A file's bytes, memory-mapped (or empty for an empty file, or read into
+/// memory for a small one: [`read_or_map`]).
+pub struct Mapped(Bytes);
+
+enum Bytes {
+    Map(memmap2::Mmap),
+    Read(Vec<u8>),
+}
 
 impl std::ops::Deref for Mapped {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        self.0.as_deref().unwrap_or(&[])
+        match &self.0 {
+            Bytes::Map(m) => m,
+            Bytes::Read(v) => v,
+        }
     }
 }
 
 impl From<memmap2::Mmap> for Mapped {
-    /// A map made elsewhere (the RUNPATH fixer's), to release pages through.
+    /// A map made elsewhere, to release pages through.
     fn from(map: memmap2::Mmap) -> Mapped {
-        Mapped(Some(map))
+        Mapped(Bytes::Map(map))
     }
+}
+
+/// Files up to this size are read into memory by [`read_or_map`]: one
+/// `pread` costs less than mapping (`fstat`, `mmap`, page faults,
+/// `munmap`), and the whole file is in memory anyway for the writer that
+/// builds its new bytes there. Larger files are mapped: no whole library is
+/// ever loaded into memory.
+pub const READ_WHOLE: u64 = 1 << 20;
+
+/// A regular file of `len` bytes (its size from the caller's `fstat`):
+/// read into memory when it is at most [`READ_WHOLE`], else mapped
+/// read-only (see [`map_file`] for the caveat of a map). A small file that
+/// changed size meanwhile is read as far as it goes, up to `len`.
+pub fn read_or_map(file: &File, len: u64) -> io::Result<Mapped> {
+    if len > READ_WHOLE {
+        // SAFETY: as in `map_file`.
+        return Ok(Mapped::from(unsafe { memmap2::Mmap::map(file)? }));
+    }
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; len as usize];
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(done);
+    Ok(Mapped(Bytes::Read(buf)))
 }
 
 impl Mapped {
@@ -27,7 +67,7 @@ impl Mapped {
     /// reads every byte): read-ahead, which [`map_file`]'s random-access hint
     /// turns off for the header reads. A hint; failure changes nothing.
     pub fn sequential(&self) {
-        if let Some(map) = &self.0 {
+        if let Bytes::Map(map) = &self.0 {
             let _ = map.advise(memmap2::Advice::Sequential);
         }
     }
@@ -36,7 +76,7 @@ impl Mapped {
     /// set; they are read again from the file if touched. Used while walking
     /// large fatbin sections (see `devicecode::host::parse_with`). A no-op for other slices.
     pub fn release(&self, part: &[u8]) {
-        let Some(map) = &self.0 else { return };
+        let Bytes::Map(map) = &self.0 else { return };
         let start = (part.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
         let Some(end) = start.checked_add(part.len()).filter(|&e| e <= map.len()) else {
             return;
@@ -68,7 +108,7 @@ pub fn map_file(file: &File) -> io::Result<Mapped> {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
     }
     if meta.len() == 0 {
-        return Ok(Mapped(None));
+        return Ok(Mapped(Bytes::Read(Vec::new())));
     }
     // SAFETY: the map is read-only and shared (MAP_SHARED): other processes
     // writing the file would be seen through it. If another
@@ -81,5 +121,5 @@ pub fn map_file(file: &File) -> io::Result<Mapped> {
     // read-ahead around each one would read most of the file from disk. A
     // hint; failure changes nothing.
     let _ = map.advise(memmap2::Advice::Random);
-    Ok(Mapped(Some(map)))
+    Ok(Mapped(Bytes::Map(map)))
 }

@@ -57,7 +57,10 @@ fn prefix(name: &[u8]) -> Vec<u8> {
 pub(crate) fn stem(target: &Path) -> Vec<u8> {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let mut name = prefix(target.file_name().map(|n| n.as_bytes()).unwrap_or(b"file"));
-    name.extend_from_slice(format!("{}-{n}", std::process::id()).as_bytes());
+    // The pid once per process (a system call each time otherwise).
+    static PID: OnceLock<u32> = OnceLock::new();
+    let pid = *PID.get_or_init(std::process::id);
+    name.extend_from_slice(format!("{pid}-{n}").as_bytes());
     name
 }
 

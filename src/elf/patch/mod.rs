@@ -58,6 +58,7 @@
 mod grow;
 mod layout;
 mod tables;
+mod undo;
 mod verify;
 
 #[cfg(test)]
@@ -68,6 +69,7 @@ use super::{Dynamic, Elf, ElfError, StrTab, DT_RPATH, DT_RUNPATH};
 
 pub use grow::MAX_GROW_BLOCK;
 pub use layout::MAX_EXEC_HOLE;
+pub use undo::{candidate, is_rewrite_of, Undo};
 pub use verify::{device_code_ranges, verify};
 
 use grow::Table;
@@ -310,7 +312,7 @@ fn new_segment(
     let sht = tables::section_headers(elf, strtab, &at, &moved, dyn_bytes.len() as u64)?;
     let ehdr = tables::elf_header(elf, &at, table.moves())?;
     let tail = tail(value, &at, &dyn_bytes, &sht);
-    Ok(assemble(elf, &table, &at, ehdr, phdr_bytes, strtab, tail))
+    assemble(elf, &table, &at, ehdr, phdr_bytes, strtab, tail)
 }
 
 /// What follows the `.dynstr` copy: the new string, `.dynamic`, and (after
@@ -333,7 +335,9 @@ fn tail(value: &[u8], at: &Placement, dyn_bytes: &[u8], sht: &[u8]) -> Vec<u8> {
 /// The edits and appended pieces: the ELF header (and the program header
 /// table when it stays in place) is the one edit that switches the file;
 /// the segment starts with the moved table or block (or zeros), then the
-/// `.dynstr` copy (a range of the original) and the tail.
+/// `.dynstr` copy (a range of the original) and the tail; last, the undo
+/// record of the edits ([`undo`]), which lets a later run rewrite the
+/// original instead of stacking a second segment.
 fn assemble(
     elf: &Elf<'_>,
     table: &Table,
@@ -342,10 +346,10 @@ fn assemble(
     mut phdr_bytes: Vec<u8>,
     strtab: &StrTab<'_>,
     tail: Vec<u8>,
-) -> Rewrite {
+) -> Result<Rewrite, ElfError> {
     let str_off = at.str_off;
     let mut edits = vec![Edit { offset: 0, bytes: ehdr }];
-    let mut append = Vec::with_capacity(5);
+    let mut append = Vec::with_capacity(6);
     match table {
         Table::Move => {
             phdr_bytes.resize(str_off as usize, 0);
@@ -369,7 +373,8 @@ fn assemble(
     }
     append.push(Piece::Input { offset: strtab.offset, len: at.old_strsz });
     append.push(Piece::Bytes(tail));
-    Rewrite { strategy: table.strategy(), edits, append_at: at.off, append }
+    append.push(Piece::Bytes(undo::record(elf, &edits)?));
+    Ok(Rewrite { strategy: table.strategy(), edits, append_at: at.off, append })
 }
 
 /// Dynamic tags whose value is an address (`d_ptr`).
