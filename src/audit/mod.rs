@@ -86,6 +86,57 @@ pub struct Policy {
     /// Reference finding and the build-only set (docs/references.md);
     /// `None`: store references are not looked for.
     pub references: Option<std::sync::Arc<references::Settings>>,
+    /// What is read and checked: everything (the audit), or only what the
+    /// driver verdicts need (the pre-flight).
+    pub reading: Reading,
+}
+
+/// What an audit reads and checks of each file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reading {
+    /// Every check of the checks table.
+    #[default]
+    Full,
+    /// Only what the driver verdicts (`driver-too-old-for-runtime`,
+    /// `ptx-too-new-for-driver`, `driver-verdict-unknown`,
+    /// `no-code-for-capability`) and the pre-flight's symbol checks need:
+    /// the device code, the runtime and the loader facts (NEEDED, RUNPATH,
+    /// the dlopen targets as named). Nothing is resolved (NEEDED, dlopen
+    /// targets) and the RUNPATH, dlopen, Jetson and scan-coverage checks are
+    /// not run; the device code outside the fatbin sections is read until
+    /// the verdicts cannot change ([`verdicts_settled`]). What `cuda-preflight`
+    /// runs: the verdicts it reports are the full audit's (tests/preflight.rs
+    /// compares them with `cuda-elf-inspect`'s on the corpus).
+    DriverVerdicts,
+}
+
+/// With [`Reading::DriverVerdicts`], the rule that ends the reading of a
+/// file's device code early: every requested capability has SASS that runs
+/// on it natively, and the file's runtime is proven by its loader facts
+/// ([`runtime::proven`]). More code can only add architectures: the
+/// capabilities stay native (no `no-code-for-capability`, no PTX to JIT, so
+/// no `ptx-too-new-for-driver`), and the runtime verdict does not read the
+/// device code. `None`: read it all (no capabilities asked, forward
+/// compatibility asked, a runtime that only the PTX's ISA bounds).
+pub fn verdicts_settled<'p>(
+    policy: &'p Policy,
+    loader: &crate::elf::dynamic::DynamicFacts,
+) -> Option<impl Fn(&DeviceCode) -> bool + Sync + 'p> {
+    if policy.reading != Reading::DriverVerdicts || policy.forward_compat {
+        return None;
+    }
+    let req = policy.requested.as_ref()?;
+    let host = dynamic::HostFacts { loader: loader.clone(), ..dynamic::HostFacts::default() };
+    runtime::proven(&host)?;
+    Some(move |dev: &DeviceCode| {
+        let codes = dev.codes();
+        req.capabilities.iter().all(|c| {
+            matches!(
+                crate::cuda::capabilities::covering(&codes, *c),
+                Some((crate::cuda::capabilities::Runs::Native, _))
+            )
+        })
+    })
 }
 
 /// Everything the audit learned about one file.
@@ -301,7 +352,8 @@ pub fn audit_mapped(
     };
     facts.damage.extend(dev.decode_errors.iter().cloned());
     let mut findings = Vec::new();
-    if let Some(d) = &facts.dynamic {
+    let full = policy.reading == Reading::Full;
+    if let Some(d) = facts.dynamic.as_ref().filter(|_| full) {
         checks::runpath(path, d, policy, &mut findings);
         checks::needed(path, &d.loader, policy, &mut findings);
         if let Some(loads) = dlopen::resolve(path, &d.loader, examined.loads, policy) {
@@ -318,10 +370,14 @@ pub fn audit_mapped(
         checks::driver(path, device, facts.runtime.as_ref(), policy, &mut findings);
     }
     if has_device {
-        checks::scan_coverage(path, &dev, &mut findings);
+        if full {
+            checks::scan_coverage(path, &dev, &mut findings);
+        }
         checks::capabilities(path, &dev, policy, &mut findings);
         let loader = facts.dynamic.as_ref().map(|d| &d.loader);
-        checks::jetson(path, &dev, loader, policy, &mut findings);
+        if full {
+            checks::jetson(path, &dev, loader, policy, &mut findings);
+        }
         facts.coverage = coverage(&dev, facts.runtime.as_ref(), policy);
         facts.device = Some(dev);
     }
@@ -355,12 +411,13 @@ fn examine(
     policy: &Policy,
     release: &(dyn Fn(&[u8]) + Sync),
 ) -> Result<Examined, String> {
-    let read = |object: &Object<'_>| {
-        devicecode::read(data, object, Some(local), Depth::PerArch, policy.scan, release)
+    let read = |object: &Object<'_>, settled: Option<&(dyn Fn(&DeviceCode) -> bool + Sync)>| {
+        let (depth, scan) = (Depth::PerArch, policy.scan);
+        devicecode::read_until(data, object, Some(local), depth, scan, release, settled)
     };
     if !data.starts_with(b"\x7fELF") || crate::fatbin::cubin::is_cubin(data) {
         let object = host::parse_with(data, &mut |p| release(p)).map_err(|e| e.to_string())?;
-        let (format, read) = (object.format(), read(&object));
+        let (format, read) = (object.format(), read(&object, None));
         let loads = crate::dlopen::Scan::default();
         return Ok(Examined { format, read, note_sections: Vec::new(), host: None, loads });
     }
@@ -370,10 +427,15 @@ fn examine(
         Some(_) => sections.sections().iter().map(|s| (s.offset, s.size)).collect(),
         None => Vec::new(),
     };
+    // The loader facts first (the dynamic section: cheap): the pre-flight's
+    // reading stops early only for a runtime they prove.
+    let loader = dynamic::loader(&elf, segments.as_ref());
+    let settled = loader.as_ref().ok().and_then(|l| verdicts_settled(policy, l));
+    let settled = settled.as_ref().map(|f| f as &(dyn Fn(&DeviceCode) -> bool + Sync));
     let (read, host) = rayon::join(
-        || read(&Object::Elf(sections.read(&mut |p| release(p)))),
+        || read(&Object::Elf(sections.read(&mut |p| release(p))), settled),
         || {
-            let loader = dynamic::loader(&elf, segments.as_ref())?;
+            let loader = loader.clone()?;
             let loads = match policy.dlopen {
                 true => dlopen::scan(&elf, &loader, local, release),
                 false => crate::dlopen::Scan::default(),

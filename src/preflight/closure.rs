@@ -24,7 +24,7 @@ use super::symbols::{self, Wants};
 use super::{Check, Status};
 use crate::audit::finding::{CheckId, Severity};
 use crate::audit::linkage::{expand_origin, Resolver};
-use crate::audit::Policy;
+use crate::audit::{Policy, Reading};
 use crate::cuda::capabilities::{Capability, Request};
 use crate::cuda::driver::Driver;
 use crate::devicecode::Scan;
@@ -153,6 +153,7 @@ fn policy(lib: &Libcuda, caps: &[Capability]) -> Policy {
         dlopen_facts: false,
         resolver: Arc::new(Resolver::default()),
         references: None,
+        reading: Reading::DriverVerdicts,
     }
 }
 
