@@ -113,21 +113,29 @@ pub enum Reading {
 /// With [`Reading::DriverVerdicts`], the rule that ends the reading of a
 /// file's device code early: every requested capability has SASS that runs
 /// on it natively, and the file's runtime is proven by its loader facts
-/// ([`runtime::proven`]). More code can only add architectures: the
-/// capabilities stay native (no `no-code-for-capability`, no PTX to JIT, so
-/// no `ptx-too-new-for-driver`), and the runtime verdict does not read the
-/// device code. `None`: read it all (no capabilities asked, forward
+/// ([`runtime::proven`]), or it is a static runtime whose version the
+/// toolkit note in the fatbin sections gave (`note`), or no driver is
+/// checked. More code can only add architectures: the capabilities stay
+/// native (no `no-code-for-capability`, no PTX to JIT, so no
+/// `ptx-too-new-for-driver`), and the runtime verdict does not read the
+/// device code (the PTX's ISA floor counts only where nothing names the
+/// runtime's version). `None`: read it all (no capabilities asked, forward
 /// compatibility asked, a runtime that only the PTX's ISA bounds).
 pub fn verdicts_settled<'p>(
     policy: &'p Policy,
-    loader: &crate::elf::dynamic::DynamicFacts,
+    host: &dynamic::HostFacts,
+    note: Option<crate::cuda::capabilities::CudaVersion>,
 ) -> Option<impl Fn(&DeviceCode) -> bool + Sync + 'p> {
     if policy.reading != Reading::DriverVerdicts || policy.forward_compat {
         return None;
     }
     let req = policy.requested.as_ref()?;
-    let host = dynamic::HostFacts { loader: loader.clone(), ..dynamic::HostFacts::default() };
-    runtime::proven(&host)?;
+    let runtime_known = policy.driver.is_none()
+        || runtime::proven(host).is_some()
+        || (host.static_cudart && note.is_some());
+    if !runtime_known {
+        return None;
+    }
     Some(move |dev: &DeviceCode| {
         let codes = dev.codes();
         req.capabilities.iter().all(|c| {
@@ -365,7 +373,9 @@ pub fn audit_mapped(
     }
     if policy.driver.is_some() {
         let device = has_device.then_some(&dev);
-        let note = || runtime_note(data, &examined.note_sections, &release);
+        let searched = examined.note;
+        let note =
+            || searched.unwrap_or_else(|| runtime_note(data, &examined.note_sections, &release));
         facts.runtime = facts.dynamic.as_ref().and_then(|d| runtime::of(d, device, note));
         checks::driver(path, device, facts.runtime.as_ref(), policy, &mut findings);
     }
@@ -394,6 +404,9 @@ struct Examined {
     /// Where a static runtime's version may be read (with a driver given):
     /// the fatbin sections `(offset, size)`, see [`runtime_note`].
     note_sections: Vec<(u64, u64)>,
+    /// The toolkit note, when searched already (`Some(None)`: searched,
+    /// not found).
+    note: Option<Option<crate::cuda::capabilities::CudaVersion>>,
     /// Loader facts, for a host ELF file.
     host: Option<dynamic::HostFacts>,
     /// Its dlopen targets (empty unless it imports dlopen and the pass is on).
@@ -419,7 +432,8 @@ fn examine(
         let object = host::parse_with(data, &mut |p| release(p)).map_err(|e| e.to_string())?;
         let (format, read) = (object.format(), read(&object, None));
         let loads = crate::dlopen::Scan::default();
-        return Ok(Examined { format, read, note_sections: Vec::new(), host: None, loads });
+        let note_sections = Vec::new();
+        return Ok(Examined { format, read, note_sections, note: None, host: None, loads });
     }
     let HostElf { elf, segments, sections } = HostElf::parse(data, 0).map_err(|e| e.to_string())?;
     let device_code = sections.has_device_code();
@@ -427,25 +441,31 @@ fn examine(
         Some(_) => sections.sections().iter().map(|s| (s.offset, s.size)).collect(),
         None => Vec::new(),
     };
-    // The loader facts first (the dynamic section: cheap): the pre-flight's
-    // reading stops early only for a runtime they prove.
-    let loader = dynamic::loader(&elf, segments.as_ref());
-    let settled = loader.as_ref().ok().and_then(|l| verdicts_settled(policy, l));
-    let settled = settled.as_ref().map(|f| f as &(dyn Fn(&DeviceCode) -> bool + Sync));
-    let (read, host) = rayon::join(
-        || read(&Object::Elf(sections.read(&mut |p| release(p))), settled),
-        || {
-            let loader = loader.clone()?;
-            let loads = match policy.dlopen {
-                true => dlopen::scan(&elf, &loader, local, release),
-                false => crate::dlopen::Scan::default(),
-            };
-            let host = dynamic::facts(&elf, loader, device_code, &loads, release);
-            Ok::<_, crate::elf::ElfError>((host, loads))
-        },
-    );
+    let host_half = || {
+        let loader = dynamic::loader(&elf, segments.as_ref())?;
+        let loads = match policy.dlopen {
+            true => dlopen::scan(&elf, &loader, local, release),
+            false => crate::dlopen::Scan::default(),
+        };
+        let host = dynamic::facts(&elf, loader, device_code, &loads, release);
+        Ok::<_, crate::elf::ElfError>((host, loads))
+    };
+    if policy.reading == Reading::DriverVerdicts {
+        // One after the other: what the loader facts and the toolkit note
+        // say of the runtime decides whether the device code outside the
+        // fatbin sections can stop early ([`verdicts_settled`]).
+        let (host, loads) = host_half().map_err(|e| e.to_string())?;
+        let note = (host.static_cudart && policy.driver.is_some())
+            .then(|| runtime_note(data, &note_sections, release));
+        let settled = verdicts_settled(policy, &host, note.flatten());
+        let settled = settled.as_ref().map(|f| f as &(dyn Fn(&DeviceCode) -> bool + Sync));
+        let read = read(&Object::Elf(sections.read(&mut |p| release(p))), settled);
+        return Ok(Examined { format: "elf", read, note_sections, note, host: Some(host), loads });
+    }
+    let (read, host) =
+        rayon::join(|| read(&Object::Elf(sections.read(&mut |p| release(p))), None), host_half);
     let (host, loads) = host.map_err(|e| e.to_string())?;
-    Ok(Examined { format: "elf", read, note_sections, host: Some(host), loads })
+    Ok(Examined { format: "elf", read, note_sections, note: None, host: Some(host), loads })
 }
 
 /// nvcc's toolkit note in a host ELF file's fatbin sections (`(offset,

@@ -84,14 +84,28 @@ pub fn check(
     let mut drivers: BTreeMap<PathBuf, Option<BTreeSet<String>>> = BTreeMap::new();
     let mut compat_seen = BTreeSet::new();
     let mut lacking = 0;
-    for file in &audit.files {
+    // The files that use the driver, and what each wants of it (read in
+    // parallel; compared in order below).
+    let users: Vec<(&crate::audit::FileFacts, bool, bool)> = audit
+        .files
+        .iter()
+        .filter_map(|file| {
+            let host = file.dynamic.as_ref()?;
+            let needs = host.loader.needed.iter().any(|n| n == "libcuda.so.1" || n == "libcuda.so");
+            let loads = host.driver_dlopen.iter().any(|n| n.starts_with("libcuda.so"))
+                || host.static_cudart;
+            (needs || loads).then_some((file, needs, loads))
+        })
+        .collect();
+    let wanted: Vec<_> = {
+        use rayon::prelude::*;
+        users
+            .par_iter()
+            .map(|(file, needs, loads)| symbols::wants(&file.path, *needs, *loads))
+            .collect()
+    };
+    for ((file, _, _), wants) in users.iter().zip(wanted) {
         let Some(host) = &file.dynamic else { continue };
-        let needs = host.loader.needed.iter().any(|n| n == "libcuda.so.1" || n == "libcuda.so");
-        let loads =
-            host.driver_dlopen.iter().any(|n| n.starts_with("libcuda.so")) || host.static_cudart;
-        if !needs && !loads {
-            continue;
-        }
         let own = compat_libcuda(&file.path, host.loader.search_path(), &lib.resolved);
         let against = match &own {
             Some(c) => {
@@ -115,7 +129,7 @@ pub fn check(
             ));
             continue;
         };
-        match symbols::wants(&file.path, needs, loads) {
+        match wants {
             Ok(w) => lacking += compare(&file.path, &w, exported, against, out),
             Err(e) => out.push(Check::not_ok(
                 "closure-unreadable",
