@@ -433,3 +433,133 @@ fn bad_arguments_exit_2() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--closure /nix/store/x-absent: cannot run nix-store"), "{err}");
 }
+
+/// The folders of the benchmark row's closure (benches/compare.sh,
+/// "cuda-preflight"): cuRAND 12 and 13, cupy, cuFFT 11.4 from
+/// tests/tools/corpus.sh, each wheel's folder whole.
+fn corpus_closure() -> Vec<PathBuf> {
+    let o = Command::new("bash")
+        .arg(root().join("tests/tools/corpus.sh"))
+        .args(["curand12", "curand13", "cupy", "cufft"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "corpus.sh failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    const LIB: &str = "/.cache/corpus/lib/";
+    let dirs: BTreeSet<PathBuf> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|line| {
+            let at = line.find(LIB).unwrap_or_else(|| panic!("not a corpus file: {line}"));
+            let wheel = line[at + LIB.len()..].split('/').next().unwrap();
+            PathBuf::from(&line[..at + LIB.len()]).join(wheel)
+        })
+        .collect();
+    assert_eq!(dirs.len(), 4, "{dirs:?}");
+    dirs.into_iter().collect()
+}
+
+/// The checks that say whether a file runs on the driver.
+const VERDICTS: &[&str] = &[
+    "driver-too-old-for-runtime",
+    "ptx-too-new-for-driver",
+    "driver-verdict-unknown",
+    "no-code-for-capability",
+];
+
+/// The pre-flight's lighter reading (`Reading::DriverVerdicts`: no library
+/// resolution, device code read until the verdicts are settled) against
+/// the full audit (`Reading::Full`) on the benchmark's closure plus a
+/// program importing a function the 535 driver lacks: every closure check
+/// (verdicts, `driver-lacks-symbol`, `driver-lacks-symbol-by-name`) the
+/// same, for both driver releases and GPUs of several capabilities.
+#[test]
+fn lighter_reading_gives_the_full_audits_checks() {
+    use nix_cuda_hooks::audit::Reading;
+    use nix_cuda_hooks::cuda::capabilities::Capability;
+    use nix_cuda_hooks::preflight::{closure, driver};
+    let tmp = tempfile::tempdir().unwrap();
+    program(tmp.path(), "green", &["cuInit", "cuCtxFromGreenCtx"]);
+    let mut paths = corpus_closure();
+    paths.push(tmp.path().to_path_buf());
+    let (d535, d550) = drivers();
+    let mut seen = BTreeSet::new();
+    for dir in [d535, d550] {
+        let lib = driver::libcuda_in(dir).expect("libcuda.so.1 in the driver folder");
+        for list in ["9.0", "12.0", "7.5", "8.6 9.0", "5.0", ""] {
+            let caps: Vec<Capability> =
+                list.split_whitespace().map(|c| Capability::parse(c).unwrap()).collect();
+            let run = |reading| {
+                let mut out = Vec::new();
+                closure::check_with(&paths, Some(&lib), None, &caps, reading, &mut out);
+                out.iter()
+                    .map(|c| (c.id, c.status, c.subject.clone(), c.message.clone()))
+                    .collect::<Vec<_>>()
+            };
+            let (light, full) = (run(Reading::DriverVerdicts), run(Reading::Full));
+            assert_eq!(light, full, "driver {}, GPUs [{list}]", dir.display());
+            seen.extend(full.iter().map(|c| c.0));
+        }
+    }
+    // Not vacuous: cuRAND 13 needs libcudart.so.13, which neither driver
+    // (CUDA 12.2, 12.4) loads; the program imports a 550-only function;
+    // cupy asks by name for functions of CUDA 12.8.
+    for id in ["driver-too-old-for-runtime", "driver-lacks-symbol", "driver-lacks-symbol-by-name"] {
+        assert!(seen.contains(id), "{id} never seen: {seen:?}");
+    }
+}
+
+/// The same verdicts reached by another path: `cuda-elf-inspect`, the full
+/// audit as its own binary, with the driver's version and the GPUs'
+/// capabilities given, against `cuda-preflight` on the same closure.
+#[test]
+fn preflight_verdicts_are_the_audits() {
+    let paths = corpus_closure();
+    let (d535, d550) = drivers();
+    for (dir, version) in [(d535, "535.261.03"), (d550, "550.163.01")] {
+        for caps in ["9.0", "12.0", "7.5"] {
+            let o = Command::new(BIN)
+                .args(["--format", "json", "--gpu-capability", caps, "--driver-folder"])
+                .arg(dir)
+                .args(&paths)
+                .output()
+                .unwrap();
+            let json: Value = serde_json::from_slice(&o.stdout).unwrap();
+            let ours: BTreeSet<(String, String, String)> = json["preflight"]["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| VERDICTS.contains(&c["id"].as_str().unwrap()))
+                .map(|c| {
+                    let s = |k: &str| c[k].as_str().unwrap().to_string();
+                    (s("id"), s("subject"), s("message"))
+                })
+                .collect();
+            let o = Command::new(env!("CARGO_BIN_EXE_cuda-elf-inspect"))
+                .args([
+                    "--format",
+                    "json",
+                    "--driver-version",
+                    version,
+                    "--cuda-capabilities",
+                    caps,
+                ])
+                .args(&paths)
+                .output()
+                .unwrap();
+            let audit: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+                panic!("cuda-elf-inspect: {e}: {}", String::from_utf8_lossy(&o.stderr))
+            });
+            let theirs: BTreeSet<(String, String, String)> = audit["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| VERDICTS.contains(&f["check"].as_str().unwrap()))
+                .map(|f| {
+                    let s = |k: &str| f[k].as_str().unwrap().to_string();
+                    (s("check"), s("path"), s("message"))
+                })
+                .collect();
+            assert!(!theirs.is_empty(), "driver {version}, GPU {caps}: no verdict at all");
+            assert_eq!(ours, theirs, "driver {version}, GPU {caps}");
+        }
+    }
+}

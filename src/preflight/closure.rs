@@ -37,12 +37,28 @@ const VERDICTS: &[CheckId] = &[
     CheckId::NoCodeForCapability,
 ];
 
-/// Checks the closure `paths` against the driver `lib` and the GPUs `caps`.
+/// Checks the closure `paths` against the driver `lib` and the GPUs `caps`,
+/// reading the files with the audit's lighter reading
+/// ([`Reading::DriverVerdicts`]: what the verdicts and the symbols need).
 pub fn check(
     paths: &[PathBuf],
     lib: Option<&Libcuda>,
     kernel: Option<&KernelModule>,
     caps: &[Capability],
+    out: &mut Vec<Check>,
+) {
+    check_with(paths, lib, kernel, caps, Reading::DriverVerdicts, out);
+}
+
+/// [`check`] with the files read as `reading` says: the full audit
+/// ([`Reading::Full`]) gives the same checks, only slower (the tests hold
+/// the lighter reading to it).
+pub fn check_with(
+    paths: &[PathBuf],
+    lib: Option<&Libcuda>,
+    kernel: Option<&KernelModule>,
+    caps: &[Capability],
+    reading: Reading,
     out: &mut Vec<Check>,
 ) {
     let Some(lib) = lib else {
@@ -55,7 +71,7 @@ pub fn check(
         ));
         return;
     };
-    let audit = crate::audit::audit_paths(paths, &policy(lib, caps));
+    let audit = crate::audit::audit_paths(paths, &policy(lib, caps, reading));
     for f in &audit.failures {
         out.push(Check::not_ok(
             "closure-unreadable",
@@ -147,7 +163,7 @@ pub fn check(
 }
 
 /// The audit's policy: the driver found, the GPUs' capabilities, nothing else.
-fn policy(lib: &Libcuda, caps: &[Capability]) -> Policy {
+fn policy(lib: &Libcuda, caps: &[Capability], reading: Reading) -> Policy {
     let driver = lib.version.and_then(|v| Driver::from_version(&v.to_string()).ok());
     let requested =
         (!caps.is_empty()).then(|| Request { capabilities: caps.to_vec(), ptx: Vec::new() });
@@ -167,7 +183,7 @@ fn policy(lib: &Libcuda, caps: &[Capability]) -> Policy {
         dlopen_facts: false,
         resolver: Arc::new(Resolver::default()),
         references: None,
-        reading: Reading::DriverVerdicts,
+        reading,
     }
 }
 
