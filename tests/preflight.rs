@@ -563,3 +563,106 @@ fn preflight_verdicts_are_the_audits() {
         }
     }
 }
+
+/// `--closure STOREPATH` on a real store: a throwaway Nix store (Nix of
+/// `.tools/nix`, no daemon) where `app` holds the `green` program (it
+/// imports a function only the 550 driver has) and refers to `lib`, which
+/// holds cuRAND 13's `libcurand.so.10` (it needs `libcudart.so.13`) and
+/// cupy's runtime module (it asks for driver functions by name).
+/// `nix-store -qR app` lists both: the pre-flight of `--closure app`
+/// checks exactly what the pre-flight of the two store paths given as
+/// PATHS checks, and `--closure lib` does not reach the program.
+#[test]
+fn closure_of_a_store_path_is_its_paths() {
+    let (d535, _) = drivers();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    for sub in ["etc", "home", "src"] {
+        std::fs::create_dir_all(d.join(sub)).unwrap();
+    }
+    let green = program(&d.join("src"), "green", &["cuInit", "cuCtxFromGreenCtx"]);
+    let curand = common::corpus("curand13", "libcurand.so.10");
+    let cupy = common::corpus("cupy", "runtime.cpython-311-x86_64-linux-gnu.so");
+    std::fs::write(
+        d.join("copy.sh"),
+        "PATH=/usr/bin:/bin; mkdir -p $out/lib; for f in $srcs; do cp $f $out/lib/; done\n\
+         if [ -n \"$dep\" ]; then mkdir -p $out/nix-support; echo $dep > $out/nix-support/dep; fi\n",
+    )
+    .unwrap();
+    let expr = format!(
+        r#"let mk = name: attrs: derivation ({{
+            inherit name; system = builtins.currentSystem; builder = "/bin/sh";
+            args = [ "-e" "{d}/copy.sh" ];
+          }} // attrs);
+          lib = mk "lib" {{ srcs = "{curand} {cupy}"; }};
+      in [ (mk "app" {{ srcs = "{green}"; dep = lib; }}) lib ]"#,
+        d = d.display(),
+        curand = curand.display(),
+        cupy = cupy.display(),
+        green = green.display(),
+    );
+    let mut args = vec!["--no-out-link"];
+    for pair in ["sandbox", "false", "substituters", "", "build-users-group", ""].chunks(2) {
+        args.extend(["--option", pair[0], pair[1]]);
+    }
+    args.extend(["-E", expr.as_str()]);
+    let built = String::from_utf8(common::nix(d, "nix-build", &args)).unwrap();
+    let built: Vec<&str> = built.lines().collect();
+    assert_eq!(built.len(), 2, "{built:?}");
+    let (app, lib) = (built[0], built[1]);
+    let nix_bin = root().join(".tools/nix/bin");
+    let run = |args: &[&str]| -> Value {
+        let path = format!("{}:{}", nix_bin.display(), std::env::var("PATH").unwrap_or_default());
+        let o = Command::new(BIN)
+            .args(["--format", "json", "--gpu-capability", "9.0", "--driver-folder"])
+            .arg(d535)
+            .args(args)
+            .env("PATH", path)
+            .env("NIX_STORE", d.join("store"))
+            .env("NIX_STORE_DIR", d.join("store"))
+            .env("NIX_STATE_DIR", d.join("state"))
+            .env("NIX_LOG_DIR", d.join("log"))
+            .env("NIX_CONF_DIR", d.join("etc"))
+            .env("HOME", d.join("home"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", common::text(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let checks = |json: &Value| -> Vec<(String, String, String)> {
+        let closure_ids = ["closure", "driver-lacks-symbol", "driver-lacks-symbol-by-name"];
+        json["preflight"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| {
+                let id = c["id"].as_str().unwrap();
+                VERDICTS.contains(&id) || closure_ids.contains(&id)
+            })
+            .map(|c| {
+                let s = |k: &str| c[k].as_str().unwrap().to_string();
+                (s("id"), s("subject"), s("message"))
+            })
+            .collect()
+    };
+    let by_closure = checks(&run(&["--closure", app]));
+    let by_paths = checks(&run(&[app, lib]));
+    assert_eq!(by_closure, by_paths);
+    // What the two paths hold, each found: the program's import the 535
+    // driver lacks, cuRAND 13's runtime, cupy's names asked for.
+    let ids = |list: &[(String, String, String)], about: &str| -> BTreeSet<String> {
+        list.iter()
+            .filter(|c| c.1.contains(about) || c.2.contains(about))
+            .map(|c| c.0.clone())
+            .collect()
+    };
+    assert!(ids(&by_closure, &format!("{app}/lib/green")).contains("driver-lacks-symbol"));
+    assert!(ids(&by_closure, &format!("{lib}/lib/libcurand.so.10"))
+        .contains("driver-too-old-for-runtime"));
+    assert!(ids(&by_closure, &format!("{lib}/lib/runtime.cpython"))
+        .contains("driver-lacks-symbol-by-name"));
+    // The closure of `lib` alone: its own files, not the program that refers to it.
+    let lib_only = checks(&run(&["--closure", lib]));
+    assert_eq!(lib_only, checks(&run(&[lib])));
+    assert!(lib_only.iter().all(|c| !c.1.contains(app) && !c.2.contains(app)), "{lib_only:?}");
+}
