@@ -88,6 +88,19 @@ fn preflight_with(
     extra: &[&str],
     ld_path: Option<&Path>,
 ) -> (i32, BTreeSet<String>, BTreeSet<String>) {
+    let (code, errs, warns, _) = preflight_on(sb, extra, ld_path, None);
+    (code, errs, warns)
+}
+
+/// [`preflight_with`] on a board whose `/etc/nv_tegra_release` (Jetson
+/// Linux's) holds `tegra` (bound over it in the sandbox); also returns
+/// the JSON.
+fn preflight_on(
+    sb: &Sandbox<'_>,
+    extra: &[&str],
+    ld_path: Option<&Path>,
+    tegra: Option<&str>,
+) -> (i32, BTreeSet<String>, BTreeSet<String>, Value) {
     let mut script = String::from(
         "set -e; h=$(mktemp -d); mount --bind /dev $h; mount -t tmpfs -o mode=755 tmpfs /dev\n\
          for n in null zero urandom; do touch /dev/$n; mount --bind $h/$n /dev/$n; done\n\
@@ -114,6 +127,11 @@ fn preflight_with(
     } else {
         "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all ".into()
     };
+    if let Some(line) = tegra {
+        script += &format!(
+            "e=$(mktemp -d); cp -a /etc/. $e/; printf '%s\\n' '{line}' >$e/nv_tegra_release; mount --bind $e /etc\n"
+        );
+    }
     script += &format!("exec {run}\"$@\"\n");
     let mut cmd = Command::new("unshare");
     cmd.env_remove("LD_LIBRARY_PATH");
@@ -145,7 +163,8 @@ fn preflight_with(
             .collect()
     };
     assert_eq!(json["status"].as_i64(), Some(i64::from(code)), "status in JSON and exit code");
-    (code, ids("error"), ids("warning"))
+    let (errors, warnings) = (ids("error"), ids("warning"));
+    (code, errors, warnings, json)
 }
 
 fn set(ids: &[&str]) -> BTreeSet<String> {
@@ -270,6 +289,41 @@ fn an_older_libcuda_on_ld_library_path() {
     let (code, errs, warns) = preflight_with(&sb, &[], Some(d535));
     assert_eq!((code, errs), (1, set(&["cuda-compat-older-than-kernel"])));
     assert_eq!(warns, set(&["libcuda-on-search-path"]));
+}
+
+/// cuda_compat on Jetson (docs/preflight.md): a newer libcuda on
+/// `LD_LIBRARY_PATH` (the 550 library over a 535 driver and module) is
+/// forward compatibility; on Jetson Linux R32 (JetPack 4) NVIDIA has none,
+/// from R35 (JetPack 5) on it is supported. Off a Jetson the generic rule.
+#[test]
+fn cuda_compat_on_jetson() {
+    let (_, d550) = drivers();
+    let k535 = Some(("535.261.03", 1, 1));
+    let sb = Sandbox { nodes: ANSWERING, link: link("535"), kernel: k535, user: "nobody" };
+    let compat = |json: &Value| -> Vec<(String, String)> {
+        json["preflight"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["id"].as_str().unwrap().starts_with("cuda-compat"))
+            .map(|c| (c["id"].as_str().unwrap().into(), c["message"].as_str().unwrap().into()))
+            .collect()
+    };
+    let jp4 = "# R32 (release), REVISION: 7.4, GCID: 33514132, BOARD: t210ref, EABI: aarch64, DATE: Fri Jun  9 04:25:08 UTC 2023";
+    let (code, errs, _, json) = preflight_on(&sb, &[], Some(d550), Some(jp4));
+    assert_eq!((code, errs), (1, set(&["cuda-compat-jetson-unsupported"])), "{json}");
+    assert!(compat(&json)[0].1.contains("Jetson Linux R32.7.4"), "{json}");
+    let jp6 = "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 UTC 2025";
+    let (code, errs, _, json) = preflight_on(&sb, &[], Some(d550), Some(jp6));
+    assert_eq!((code, errs), (0, set(&[])), "{json}");
+    let found = compat(&json);
+    assert_eq!(found.len(), 1, "{json}");
+    assert_eq!(found[0].0, "cuda-compat");
+    assert!(found[0].1.contains("on Jetson Linux R36.4.3"), "{json}");
+    // Not a Jetson: the data-center rule's wording.
+    let (code, _, _, json) = preflight_on(&sb, &[], Some(d550), None);
+    assert_eq!(code, 0, "{json}");
+    assert!(compat(&json)[0].1.contains("data-center GPUs and Jetson only"), "{json}");
 }
 
 #[test]
