@@ -469,22 +469,39 @@ fn examine(
 }
 
 /// nvcc's toolkit note in a host ELF file's fatbin sections (`(offset,
-/// size)`), as stored (see [`runtime`]): searched only for a static runtime
-/// whose device code has no PTX.
+/// size)`), as stored (see [`runtime`]): searched only for a static runtime.
+/// The first note in file order, searched [`NOTE_CHUNK`] at a time on the
+/// pool (cupy's `thrust` holds its first 52 MB into a 72 MB section); a
+/// chunk reaches [`NOTE_OVERLAP`] bytes into the next, so a note across the
+/// cut is whole in the earlier one, and one cut short at a chunk's end
+/// does not parse (its digits run to the end) and is found by the next.
 fn runtime_note(
     data: &[u8],
     sections: &[(u64, u64)],
-    release: &dyn Fn(&[u8]),
+    release: &(dyn Fn(&[u8]) + Sync),
 ) -> Option<crate::cuda::capabilities::CudaVersion> {
+    use rayon::prelude::*;
     sections.iter().find_map(|&(offset, size)| {
         let start = usize::try_from(offset).ok()?;
         let end = start.saturating_add(usize::try_from(size).ok()?);
         let bytes = data.get(start..end)?;
-        let found = runtime::toolkit_note(bytes);
-        release(bytes);
-        found
+        let starts: Vec<usize> = (0..bytes.len()).step_by(NOTE_CHUNK).collect();
+        starts.par_iter().find_map_first(|&from| {
+            let to = (from + NOTE_CHUNK).min(bytes.len());
+            let found = runtime::toolkit_note(&bytes[from..(to + NOTE_OVERLAP).min(bytes.len())]);
+            release(&bytes[from..to]);
+            found
+        })
     })
 }
+
+/// How much of a fatbin section one task of [`runtime_note`] searches.
+const NOTE_CHUNK: usize = 4 << 20;
+
+/// How far a chunk's search reaches into the next: more than the note's
+/// length with its version (`Cuda compilation tools, release ` and at most
+/// 8 characters of version, [`runtime::toolkit_note`]).
+const NOTE_OVERLAP: usize = 64;
 
 /// The result of auditing a set of paths.
 #[derive(Debug, Default)]
