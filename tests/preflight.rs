@@ -88,6 +88,19 @@ fn preflight_with(
     extra: &[&str],
     ld_path: Option<&Path>,
 ) -> (i32, BTreeSet<String>, BTreeSet<String>) {
+    let (code, errs, warns, _) = preflight_on(sb, extra, ld_path, None);
+    (code, errs, warns)
+}
+
+/// [`preflight_with`] on a board whose `/etc/nv_tegra_release` (Jetson
+/// Linux's) holds `tegra` (bound over it in the sandbox); also returns
+/// the JSON.
+fn preflight_on(
+    sb: &Sandbox<'_>,
+    extra: &[&str],
+    ld_path: Option<&Path>,
+    tegra: Option<&str>,
+) -> (i32, BTreeSet<String>, BTreeSet<String>, Value) {
     let mut script = String::from(
         "set -e; h=$(mktemp -d); mount --bind /dev $h; mount -t tmpfs -o mode=755 tmpfs /dev\n\
          for n in null zero urandom; do touch /dev/$n; mount --bind $h/$n /dev/$n; done\n\
@@ -114,6 +127,11 @@ fn preflight_with(
     } else {
         "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all ".into()
     };
+    if let Some(line) = tegra {
+        script += &format!(
+            "e=$(mktemp -d); cp -a /etc/. $e/; printf '%s\\n' '{line}' >$e/nv_tegra_release; mount --bind $e /etc\n"
+        );
+    }
     script += &format!("exec {run}\"$@\"\n");
     let mut cmd = Command::new("unshare");
     cmd.env_remove("LD_LIBRARY_PATH");
@@ -145,7 +163,8 @@ fn preflight_with(
             .collect()
     };
     assert_eq!(json["status"].as_i64(), Some(i64::from(code)), "status in JSON and exit code");
-    (code, ids("error"), ids("warning"))
+    let (errors, warnings) = (ids("error"), ids("warning"));
+    (code, errors, warnings, json)
 }
 
 fn set(ids: &[&str]) -> BTreeSet<String> {
@@ -270,6 +289,41 @@ fn an_older_libcuda_on_ld_library_path() {
     let (code, errs, warns) = preflight_with(&sb, &[], Some(d535));
     assert_eq!((code, errs), (1, set(&["cuda-compat-older-than-kernel"])));
     assert_eq!(warns, set(&["libcuda-on-search-path"]));
+}
+
+/// cuda_compat on Jetson (docs/preflight.md): a newer libcuda on
+/// `LD_LIBRARY_PATH` (the 550 library over a 535 driver and module) is
+/// forward compatibility; on Jetson Linux R32 (JetPack 4) NVIDIA has none,
+/// from R35 (JetPack 5) on it is supported. Off a Jetson the generic rule.
+#[test]
+fn cuda_compat_on_jetson() {
+    let (_, d550) = drivers();
+    let k535 = Some(("535.261.03", 1, 1));
+    let sb = Sandbox { nodes: ANSWERING, link: link("535"), kernel: k535, user: "nobody" };
+    let compat = |json: &Value| -> Vec<(String, String)> {
+        json["preflight"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["id"].as_str().unwrap().starts_with("cuda-compat"))
+            .map(|c| (c["id"].as_str().unwrap().into(), c["message"].as_str().unwrap().into()))
+            .collect()
+    };
+    let jp4 = "# R32 (release), REVISION: 7.4, GCID: 33514132, BOARD: t210ref, EABI: aarch64, DATE: Fri Jun  9 04:25:08 UTC 2023";
+    let (code, errs, _, json) = preflight_on(&sb, &[], Some(d550), Some(jp4));
+    assert_eq!((code, errs), (1, set(&["cuda-compat-jetson-unsupported"])), "{json}");
+    assert!(compat(&json)[0].1.contains("Jetson Linux R32.7.4"), "{json}");
+    let jp6 = "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8 01:49:37 UTC 2025";
+    let (code, errs, _, json) = preflight_on(&sb, &[], Some(d550), Some(jp6));
+    assert_eq!((code, errs), (0, set(&[])), "{json}");
+    let found = compat(&json);
+    assert_eq!(found.len(), 1, "{json}");
+    assert_eq!(found[0].0, "cuda-compat");
+    assert!(found[0].1.contains("on Jetson Linux R36.4.3"), "{json}");
+    // Not a Jetson: the data-center rule's wording.
+    let (code, _, _, json) = preflight_on(&sb, &[], Some(d550), None);
+    assert_eq!(code, 0, "{json}");
+    assert!(compat(&json)[0].1.contains("data-center GPUs and Jetson only"), "{json}");
 }
 
 #[test]
@@ -432,4 +486,237 @@ fn bad_arguments_exit_2() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--closure /nix/store/x-absent: cannot run nix-store"), "{err}");
+}
+
+/// The folders of the benchmark row's closure (benches/compare.sh,
+/// "cuda-preflight"): cuRAND 12 and 13, cupy, cuFFT 11.4 from
+/// tests/tools/corpus.sh, each wheel's folder whole.
+fn corpus_closure() -> Vec<PathBuf> {
+    let o = Command::new("bash")
+        .arg(root().join("tests/tools/corpus.sh"))
+        .args(["curand12", "curand13", "cupy", "cufft"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "corpus.sh failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    const LIB: &str = "/.cache/corpus/lib/";
+    let dirs: BTreeSet<PathBuf> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|line| {
+            let at = line.find(LIB).unwrap_or_else(|| panic!("not a corpus file: {line}"));
+            let wheel = line[at + LIB.len()..].split('/').next().unwrap();
+            PathBuf::from(&line[..at + LIB.len()]).join(wheel)
+        })
+        .collect();
+    assert_eq!(dirs.len(), 4, "{dirs:?}");
+    dirs.into_iter().collect()
+}
+
+/// The checks that say whether a file runs on the driver.
+const VERDICTS: &[&str] = &[
+    "driver-too-old-for-runtime",
+    "ptx-too-new-for-driver",
+    "driver-verdict-unknown",
+    "no-code-for-capability",
+];
+
+/// The pre-flight's lighter reading (`Reading::DriverVerdicts`: no library
+/// resolution, device code read until the verdicts are settled) against
+/// the full audit (`Reading::Full`) on the benchmark's closure plus a
+/// program importing a function the 535 driver lacks: every closure check
+/// (verdicts, `driver-lacks-symbol`, `driver-lacks-symbol-by-name`) the
+/// same, for both driver releases and GPUs of several capabilities.
+#[test]
+fn lighter_reading_gives_the_full_audits_checks() {
+    use nix_cuda_hooks::audit::Reading;
+    use nix_cuda_hooks::cuda::capabilities::Capability;
+    use nix_cuda_hooks::preflight::{closure, driver};
+    let tmp = tempfile::tempdir().unwrap();
+    program(tmp.path(), "green", &["cuInit", "cuCtxFromGreenCtx"]);
+    let mut paths = corpus_closure();
+    paths.push(tmp.path().to_path_buf());
+    let (d535, d550) = drivers();
+    let mut seen = BTreeSet::new();
+    for dir in [d535, d550] {
+        let lib = driver::libcuda_in(dir).expect("libcuda.so.1 in the driver folder");
+        for list in ["9.0", "12.0", "7.5", "8.6 9.0", "5.0", ""] {
+            let caps: Vec<Capability> =
+                list.split_whitespace().map(|c| Capability::parse(c).unwrap()).collect();
+            let run = |reading| {
+                let mut out = Vec::new();
+                closure::check_with(&paths, Some(&lib), None, &caps, reading, &mut out);
+                out.iter()
+                    .map(|c| (c.id, c.status, c.subject.clone(), c.message.clone()))
+                    .collect::<Vec<_>>()
+            };
+            let (light, full) = (run(Reading::DriverVerdicts), run(Reading::Full));
+            assert_eq!(light, full, "driver {}, GPUs [{list}]", dir.display());
+            seen.extend(full.iter().map(|c| c.0));
+        }
+    }
+    // Not vacuous: cuRAND 13 needs libcudart.so.13, which neither driver
+    // (CUDA 12.2, 12.4) loads; the program imports a 550-only function;
+    // cupy asks by name for functions of CUDA 12.8.
+    for id in ["driver-too-old-for-runtime", "driver-lacks-symbol", "driver-lacks-symbol-by-name"] {
+        assert!(seen.contains(id), "{id} never seen: {seen:?}");
+    }
+}
+
+/// The same verdicts reached by another path: `cuda-elf-inspect`, the full
+/// audit as its own binary, with the driver's version and the GPUs'
+/// capabilities given, against `cuda-preflight` on the same closure.
+#[test]
+fn preflight_verdicts_are_the_audits() {
+    let paths = corpus_closure();
+    let (d535, d550) = drivers();
+    for (dir, version) in [(d535, "535.261.03"), (d550, "550.163.01")] {
+        for caps in ["9.0", "12.0", "7.5"] {
+            let o = Command::new(BIN)
+                .args(["--format", "json", "--gpu-capability", caps, "--driver-folder"])
+                .arg(dir)
+                .args(&paths)
+                .output()
+                .unwrap();
+            let json: Value = serde_json::from_slice(&o.stdout).unwrap();
+            let ours: BTreeSet<(String, String, String)> = json["preflight"]["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| VERDICTS.contains(&c["id"].as_str().unwrap()))
+                .map(|c| {
+                    let s = |k: &str| c[k].as_str().unwrap().to_string();
+                    (s("id"), s("subject"), s("message"))
+                })
+                .collect();
+            let o = Command::new(env!("CARGO_BIN_EXE_cuda-elf-inspect"))
+                .args([
+                    "--format",
+                    "json",
+                    "--driver-version",
+                    version,
+                    "--cuda-capabilities",
+                    caps,
+                ])
+                .args(&paths)
+                .output()
+                .unwrap();
+            let audit: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+                panic!("cuda-elf-inspect: {e}: {}", String::from_utf8_lossy(&o.stderr))
+            });
+            let theirs: BTreeSet<(String, String, String)> = audit["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| VERDICTS.contains(&f["check"].as_str().unwrap()))
+                .map(|f| {
+                    let s = |k: &str| f[k].as_str().unwrap().to_string();
+                    (s("check"), s("path"), s("message"))
+                })
+                .collect();
+            assert!(!theirs.is_empty(), "driver {version}, GPU {caps}: no verdict at all");
+            assert_eq!(ours, theirs, "driver {version}, GPU {caps}");
+        }
+    }
+}
+
+/// `--closure STOREPATH` on a real store: a throwaway Nix store (Nix of
+/// `.tools/nix`, no daemon) where `app` holds the `green` program (it
+/// imports a function only the 550 driver has) and refers to `lib`, which
+/// holds cuRAND 13's `libcurand.so.10` (it needs `libcudart.so.13`) and
+/// cupy's runtime module (it asks for driver functions by name).
+/// `nix-store -qR app` lists both: the pre-flight of `--closure app`
+/// checks exactly what the pre-flight of the two store paths given as
+/// PATHS checks, and `--closure lib` does not reach the program.
+#[test]
+fn closure_of_a_store_path_is_its_paths() {
+    let (d535, _) = drivers();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    for sub in ["etc", "home", "src"] {
+        std::fs::create_dir_all(d.join(sub)).unwrap();
+    }
+    let green = program(&d.join("src"), "green", &["cuInit", "cuCtxFromGreenCtx"]);
+    let curand = common::corpus("curand13", "libcurand.so.10");
+    let cupy = common::corpus("cupy", "runtime.cpython-311-x86_64-linux-gnu.so");
+    std::fs::write(
+        d.join("copy.sh"),
+        "PATH=/usr/bin:/bin; mkdir -p $out/lib; for f in $srcs; do cp $f $out/lib/; done\n\
+         if [ -n \"$dep\" ]; then mkdir -p $out/nix-support; echo $dep > $out/nix-support/dep; fi\n",
+    )
+    .unwrap();
+    let expr = format!(
+        r#"let mk = name: attrs: derivation ({{
+            inherit name; system = builtins.currentSystem; builder = "/bin/sh";
+            args = [ "-e" "{d}/copy.sh" ];
+          }} // attrs);
+          lib = mk "lib" {{ srcs = "{curand} {cupy}"; }};
+      in [ (mk "app" {{ srcs = "{green}"; dep = lib; }}) lib ]"#,
+        d = d.display(),
+        curand = curand.display(),
+        cupy = cupy.display(),
+        green = green.display(),
+    );
+    let mut args = vec!["--no-out-link"];
+    for pair in ["sandbox", "false", "substituters", "", "build-users-group", ""].chunks(2) {
+        args.extend(["--option", pair[0], pair[1]]);
+    }
+    args.extend(["-E", expr.as_str()]);
+    let built = String::from_utf8(common::nix(d, "nix-build", &args)).unwrap();
+    let built: Vec<&str> = built.lines().collect();
+    assert_eq!(built.len(), 2, "{built:?}");
+    let (app, lib) = (built[0], built[1]);
+    let nix_bin = root().join(".tools/nix/bin");
+    let run = |args: &[&str]| -> Value {
+        let path = format!("{}:{}", nix_bin.display(), std::env::var("PATH").unwrap_or_default());
+        let o = Command::new(BIN)
+            .args(["--format", "json", "--gpu-capability", "9.0", "--driver-folder"])
+            .arg(d535)
+            .args(args)
+            .env("PATH", path)
+            .env("NIX_STORE", d.join("store"))
+            .env("NIX_STORE_DIR", d.join("store"))
+            .env("NIX_STATE_DIR", d.join("state"))
+            .env("NIX_LOG_DIR", d.join("log"))
+            .env("NIX_CONF_DIR", d.join("etc"))
+            .env("HOME", d.join("home"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", common::text(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let checks = |json: &Value| -> Vec<(String, String, String)> {
+        let closure_ids = ["closure", "driver-lacks-symbol", "driver-lacks-symbol-by-name"];
+        json["preflight"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| {
+                let id = c["id"].as_str().unwrap();
+                VERDICTS.contains(&id) || closure_ids.contains(&id)
+            })
+            .map(|c| {
+                let s = |k: &str| c[k].as_str().unwrap().to_string();
+                (s("id"), s("subject"), s("message"))
+            })
+            .collect()
+    };
+    let by_closure = checks(&run(&["--closure", app]));
+    let by_paths = checks(&run(&[app, lib]));
+    assert_eq!(by_closure, by_paths);
+    // What the two paths hold, each found: the program's import the 535
+    // driver lacks, cuRAND 13's runtime, cupy's names asked for.
+    let ids = |list: &[(String, String, String)], about: &str| -> BTreeSet<String> {
+        list.iter()
+            .filter(|c| c.1.contains(about) || c.2.contains(about))
+            .map(|c| c.0.clone())
+            .collect()
+    };
+    assert!(ids(&by_closure, &format!("{app}/lib/green")).contains("driver-lacks-symbol"));
+    assert!(ids(&by_closure, &format!("{lib}/lib/libcurand.so.10"))
+        .contains("driver-too-old-for-runtime"));
+    assert!(ids(&by_closure, &format!("{lib}/lib/runtime.cpython"))
+        .contains("driver-lacks-symbol-by-name"));
+    // The closure of `lib` alone: its own files, not the program that refers to it.
+    let lib_only = checks(&run(&["--closure", lib]));
+    assert_eq!(lib_only, checks(&run(&[lib])));
+    assert!(lib_only.iter().all(|c| !c.1.contains(app) && !c.2.contains(app)), "{lib_only:?}");
 }

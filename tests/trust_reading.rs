@@ -302,4 +302,25 @@ fn parallel_tasks_join_into_the_sequential_walk() {
     // The hidden copy is there to be found by a task that starts inside.
     let from_inside = nix_cuda_hooks::fatbin::container::scan(&data, 0, &[(0, TASK as u64)]);
     assert_eq!(from_inside.first().map(|c| c.offset), Some(hidden as u64));
+    // Batch by batch (the pre-flight's reading, `scan_until`): the same
+    // containers in the same order whatever the batch size, the big one
+    // carried over a batch boundary (the second batch's task began inside
+    // it); a stop after the first batch reads no further.
+    use nix_cuda_hooks::fatbin::container::scan_until;
+    for batch in [1, 2, usize::MAX] {
+        let mut batches: Vec<Vec<u64>> = Vec::new();
+        scan_until(&data, 0, &[], &|_| {}, batch, &mut |found| {
+            batches.push(found.iter().map(|c| c.offset).collect());
+            false
+        });
+        assert_eq!(batches.concat(), offsets, "batch {batch}: {batches:?}");
+        let tasks = data.len().div_ceil(TASK);
+        assert_eq!(batches.len(), tasks.div_ceil(batch), "batch {batch}");
+    }
+    let mut first = Vec::new();
+    scan_until(&data, 0, &[], &|_| {}, 1, &mut |found| {
+        first.push(found.iter().map(|c| c.offset).collect::<Vec<u64>>());
+        true
+    });
+    assert_eq!(first, [vec![at as u64]]);
 }

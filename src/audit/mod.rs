@@ -88,6 +88,65 @@ pub struct Policy {
     /// Reference finding and the build-only set (docs/references.md);
     /// `None`: store references are not looked for.
     pub references: Option<std::sync::Arc<references::Settings>>,
+    /// What is read and checked: everything (the audit), or only what the
+    /// driver verdicts need (the pre-flight).
+    pub reading: Reading,
+}
+
+/// What an audit reads and checks of each file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reading {
+    /// Every check of the checks table.
+    #[default]
+    Full,
+    /// Only what the driver verdicts (`driver-too-old-for-runtime`,
+    /// `ptx-too-new-for-driver`, `driver-verdict-unknown`,
+    /// `no-code-for-capability`) and the pre-flight's symbol checks need:
+    /// the device code, the runtime and the loader facts (NEEDED, RUNPATH,
+    /// the dlopen targets as named). Nothing is resolved (NEEDED, dlopen
+    /// targets) and the RUNPATH, dlopen, Jetson and scan-coverage checks are
+    /// not run; the device code outside the fatbin sections is read until
+    /// the verdicts cannot change ([`verdicts_settled`]). What `cuda-preflight`
+    /// runs: the verdicts it reports are the full audit's (tests/preflight.rs
+    /// compares them with `cuda-elf-inspect`'s on the corpus).
+    DriverVerdicts,
+}
+
+/// With [`Reading::DriverVerdicts`], the rule that ends the reading of a
+/// file's device code early: every requested capability has SASS that runs
+/// on it natively, and the file's runtime is proven by its loader facts
+/// ([`runtime::proven`]), or it is a static runtime whose version the
+/// toolkit note in the fatbin sections gave (`note`), or no driver is
+/// checked. More code can only add architectures: the capabilities stay
+/// native (no `no-code-for-capability`, no PTX to JIT, so no
+/// `ptx-too-new-for-driver`), and the runtime verdict does not read the
+/// device code (the PTX's ISA floor counts only where nothing names the
+/// runtime's version). `None`: read it all (no capabilities asked, forward
+/// compatibility asked, a runtime that only the PTX's ISA bounds).
+pub fn verdicts_settled<'p>(
+    policy: &'p Policy,
+    host: &dynamic::HostFacts,
+    note: Option<crate::cuda::capabilities::CudaVersion>,
+) -> Option<impl Fn(&DeviceCode) -> bool + Sync + 'p> {
+    if policy.reading != Reading::DriverVerdicts || policy.forward_compat {
+        return None;
+    }
+    let req = policy.requested.as_ref()?;
+    let runtime_known = policy.driver.is_none()
+        || runtime::proven(host).is_some()
+        || (host.static_cudart && note.is_some());
+    if !runtime_known {
+        return None;
+    }
+    Some(move |dev: &DeviceCode| {
+        let codes = dev.codes();
+        req.capabilities.iter().all(|c| {
+            matches!(
+                crate::cuda::capabilities::covering(&codes, *c),
+                Some((crate::cuda::capabilities::Runs::Native, _))
+            )
+        })
+    })
 }
 
 /// Everything the audit learned about one file.
@@ -350,7 +409,8 @@ pub fn audit_mapped(
     };
     facts.damage.extend(dev.decode_errors.iter().cloned());
     let mut findings = Vec::new();
-    if let Some(d) = &facts.dynamic {
+    let full = policy.reading == Reading::Full;
+    if let Some(d) = facts.dynamic.as_ref().filter(|_| full) {
         checks::runpath(path, d, policy, &mut findings);
         checks::needed(path, &d.loader, policy, &mut findings);
         if let Some(loads) = dlopen::resolve(path, &d.loader, examined.loads, policy) {
@@ -362,15 +422,21 @@ pub fn audit_mapped(
     }
     if policy.driver.is_some() {
         let device = has_device.then_some(&dev);
-        let note = || runtime_note(data, &examined.note_sections, &release);
+        let searched = examined.note;
+        let note =
+            || searched.unwrap_or_else(|| runtime_note(data, &examined.note_sections, &release));
         facts.runtime = facts.dynamic.as_ref().and_then(|d| runtime::of(d, device, note));
         checks::driver(path, device, facts.runtime.as_ref(), policy, &mut findings);
     }
     if has_device {
-        checks::scan_coverage(path, &dev, &mut findings);
+        if full {
+            checks::scan_coverage(path, &dev, &mut findings);
+        }
         let loader = facts.dynamic.as_ref().map(|d| &d.loader);
         checks::capabilities(path, &dev, loader, policy, &mut findings);
-        checks::jetson(path, &dev, loader, policy, &mut findings);
+        if full {
+            checks::jetson(path, &dev, loader, policy, &mut findings);
+        }
         facts.coverage = coverage(&dev, facts.runtime.as_ref(), policy);
         facts.device = Some(dev);
     }
@@ -387,6 +453,9 @@ struct Examined {
     /// Where a static runtime's version may be read (with a driver given):
     /// the fatbin sections `(offset, size)`, see [`runtime_note`].
     note_sections: Vec<(u64, u64)>,
+    /// The toolkit note, when searched already (`Some(None)`: searched,
+    /// not found).
+    note: Option<Option<crate::cuda::capabilities::CudaVersion>>,
     /// Loader facts, for a host ELF file.
     host: Option<dynamic::HostFacts>,
     /// Its dlopen targets (empty unless it imports dlopen and the pass is on).
@@ -404,14 +473,16 @@ fn examine(
     policy: &Policy,
     release: &(dyn Fn(&[u8]) + Sync),
 ) -> Result<Examined, String> {
-    let read = |object: &Object<'_>| {
-        devicecode::read(data, object, Some(local), Depth::PerArch, policy.scan, release)
+    let read = |object: &Object<'_>, settled: Option<&(dyn Fn(&DeviceCode) -> bool + Sync)>| {
+        let (depth, scan) = (Depth::PerArch, policy.scan);
+        devicecode::read_until(data, object, Some(local), depth, scan, release, settled)
     };
     if !data.starts_with(b"\x7fELF") || crate::fatbin::cubin::is_cubin(data) {
         let object = host::parse_with(data, &mut |p| release(p)).map_err(|e| e.to_string())?;
-        let (format, read) = (object.format(), read(&object));
+        let (format, read) = (object.format(), read(&object, None));
         let loads = crate::dlopen::Scan::default();
-        return Ok(Examined { format, read, note_sections: Vec::new(), host: None, loads });
+        let note_sections = Vec::new();
+        return Ok(Examined { format, read, note_sections, note: None, host: None, loads });
     }
     let HostElf { elf, segments, sections } = HostElf::parse(data, 0).map_err(|e| e.to_string())?;
     let device_code = sections.has_device_code();
@@ -419,39 +490,67 @@ fn examine(
         Some(_) => sections.sections().iter().map(|s| (s.offset, s.size)).collect(),
         None => Vec::new(),
     };
-    let (read, host) = rayon::join(
-        || read(&Object::Elf(sections.read(&mut |p| release(p)))),
-        || {
-            let loader = dynamic::loader(&elf, segments.as_ref())?;
-            let loads = match policy.dlopen {
-                true => dlopen::scan(&elf, &loader, local, release),
-                false => crate::dlopen::Scan::default(),
-            };
-            let host = dynamic::facts(&elf, loader, device_code, &loads, release);
-            Ok::<_, crate::elf::ElfError>((host, loads))
-        },
-    );
+    let host_half = || {
+        let loader = dynamic::loader(&elf, segments.as_ref())?;
+        let loads = match policy.dlopen {
+            true => dlopen::scan(&elf, &loader, local, release),
+            false => crate::dlopen::Scan::default(),
+        };
+        let host = dynamic::facts(&elf, loader, device_code, &loads, release);
+        Ok::<_, crate::elf::ElfError>((host, loads))
+    };
+    if policy.reading == Reading::DriverVerdicts {
+        // One after the other: what the loader facts and the toolkit note
+        // say of the runtime decides whether the device code outside the
+        // fatbin sections can stop early ([`verdicts_settled`]).
+        let (host, loads) = host_half().map_err(|e| e.to_string())?;
+        let note = (host.static_cudart && policy.driver.is_some())
+            .then(|| runtime_note(data, &note_sections, release));
+        let settled = verdicts_settled(policy, &host, note.flatten());
+        let settled = settled.as_ref().map(|f| f as &(dyn Fn(&DeviceCode) -> bool + Sync));
+        let read = read(&Object::Elf(sections.read(&mut |p| release(p))), settled);
+        return Ok(Examined { format: "elf", read, note_sections, note, host: Some(host), loads });
+    }
+    let (read, host) =
+        rayon::join(|| read(&Object::Elf(sections.read(&mut |p| release(p))), None), host_half);
     let (host, loads) = host.map_err(|e| e.to_string())?;
-    Ok(Examined { format: "elf", read, note_sections, host: Some(host), loads })
+    Ok(Examined { format: "elf", read, note_sections, note: None, host: Some(host), loads })
 }
 
 /// nvcc's toolkit note in a host ELF file's fatbin sections (`(offset,
-/// size)`), as stored (see [`runtime`]): searched only for a static runtime
-/// whose device code has no PTX.
+/// size)`), as stored (see [`runtime`]): searched only for a static runtime.
+/// The first note in file order, searched [`NOTE_CHUNK`] at a time on the
+/// pool (cupy's `thrust` holds its first 52 MB into a 72 MB section); a
+/// chunk reaches [`NOTE_OVERLAP`] bytes into the next, so a note across the
+/// cut is whole in the earlier one, and one cut short at a chunk's end
+/// does not parse (its digits run to the end) and is found by the next.
 fn runtime_note(
     data: &[u8],
     sections: &[(u64, u64)],
-    release: &dyn Fn(&[u8]),
+    release: &(dyn Fn(&[u8]) + Sync),
 ) -> Option<crate::cuda::capabilities::CudaVersion> {
+    use rayon::prelude::*;
     sections.iter().find_map(|&(offset, size)| {
         let start = usize::try_from(offset).ok()?;
         let end = start.saturating_add(usize::try_from(size).ok()?);
         let bytes = data.get(start..end)?;
-        let found = runtime::toolkit_note(bytes);
-        release(bytes);
-        found
+        let starts: Vec<usize> = (0..bytes.len()).step_by(NOTE_CHUNK).collect();
+        starts.par_iter().find_map_first(|&from| {
+            let to = (from + NOTE_CHUNK).min(bytes.len());
+            let found = runtime::toolkit_note(&bytes[from..(to + NOTE_OVERLAP).min(bytes.len())]);
+            release(&bytes[from..to]);
+            found
+        })
     })
 }
+
+/// How much of a fatbin section one task of [`runtime_note`] searches.
+const NOTE_CHUNK: usize = 4 << 20;
+
+/// How far a chunk's search reaches into the next: more than the note's
+/// length with its version (`Cuda compilation tools, release ` and at most
+/// 8 characters of version, [`runtime::toolkit_note`]).
+const NOTE_OVERLAP: usize = 64;
 
 /// The result of auditing a set of paths.
 #[derive(Debug, Default)]

@@ -88,6 +88,7 @@ impl Checks {
             dlopen_facts: self.dlopen_facts,
             resolver,
             references: None,
+            reading: super::Reading::Full,
         }
     }
 }

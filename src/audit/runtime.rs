@@ -164,17 +164,8 @@ pub fn of(
     dev: Option<&DeviceCode>,
     note: impl FnOnce() -> Option<CudaVersion>,
 ) -> Option<Runtime> {
-    let major = |m: u32| u16::try_from(m).unwrap_or(u16::MAX);
-    if let Some(m) = d.cudart_major() {
-        return Some(Runtime::Shared { major: major(m), own: false });
-    }
-    if let Some(m) = d.own_cudart_major() {
-        return Some(Runtime::Shared { major: major(m), own: true });
-    }
-    if let Some((library, cuda_major)) =
-        d.loader.soname.as_deref().and_then(crate::cuda::releases::of)
-    {
-        return Some(Runtime::LibraryRelease { library, cuda_major });
+    if let Some(rt) = proven(d) {
+        return Some(rt);
     }
     let floor = dev
         .and_then(|dev| dev.ptx_isa().into_values().max())
@@ -189,6 +180,23 @@ pub fn of(
     // and a file without device code has no kernels to judge.
     let calls_driver = d.driver_use().is_some();
     (d.loader.dynamic && dev.is_some()).then_some(Runtime::Unknown { calls_driver, floor })
+}
+
+/// The runtime the loader facts alone prove: a NEEDED `libcudart`, the
+/// file is that runtime, or a known library release. Nothing in the device
+/// code changes it (the PTX floor counts only where none of these
+/// holds), which lets a reading that wants only the driver verdicts stop
+/// reading device code early (`devicecode::read_until`).
+pub fn proven(d: &HostFacts) -> Option<Runtime> {
+    let major = |m: u32| u16::try_from(m).unwrap_or(u16::MAX);
+    if let Some(m) = d.cudart_major() {
+        return Some(Runtime::Shared { major: major(m), own: false });
+    }
+    if let Some(m) = d.own_cudart_major() {
+        return Some(Runtime::Shared { major: major(m), own: true });
+    }
+    let (library, cuda_major) = d.loader.soname.as_deref().and_then(crate::cuda::releases::of)?;
+    Some(Runtime::LibraryRelease { library, cuda_major })
 }
 
 /// The first `Cuda compilation tools, release X.Y` in `bytes`.

@@ -63,6 +63,28 @@ pub fn read<'a>(
     scan: Scan,
     release: &(dyn Fn(&[u8]) + Sync),
 ) -> Read {
+    read_until(data, object, path, depth, scan, release, None)
+}
+
+/// [`read`] for a reader that needs only part of the model: with
+/// `settled`, the containers outside the fatbin sections ([`Scan::Found`])
+/// are read a batch at a time (as many chunks as threads, in file order),
+/// and the scan stops as soon as `settled` says the model read so far
+/// answers the reader's question (or is not started when the fatbin
+/// sections answered it). `settled` must only say so of what more code
+/// cannot change: the pre-flight's rule is "every GPU asked about has SASS"
+/// (`audit::verdicts_settled`), and a file's code only ever adds
+/// architectures. The model is then partial (`scanned_containers` counts
+/// what was read); without `settled` it is [`read`]'s.
+pub fn read_until<'a>(
+    data: &'a [u8],
+    object: &Object<'a>,
+    path: Option<&Path>,
+    depth: Depth,
+    scan: Scan,
+    release: &(dyn Fn(&[u8]) + Sync),
+    settled: Option<&(dyn Fn(&DeviceCode) -> bool + Sync)>,
+) -> Read {
     let budget = codec::Budget::per_file();
     let mut out = Read::default();
     traverse::for_each_unit(object, path, &mut |member, unit| match unit {
@@ -73,6 +95,20 @@ pub fn read<'a>(
         }
         Err(e) => out.damage.push(traverse::prefixed(member, &e)),
     });
+    if let (Some(settled), Scan::Found) = (settled, scan) {
+        if !settled(&out.code) {
+            let sections = traverse::data_sections(object);
+            let batch = rayon::current_num_threads();
+            traverse::scan_sections_until(data, &sections, release, batch, &mut |containers| {
+                out.code.scanned_containers += containers.len();
+                let mut leaves = Vec::new();
+                traverse::leaves(&containers, &mut leaves);
+                model::settle(&mut out.code, &leaves, depth, &budget, release);
+                settled(&out.code)
+            });
+        }
+        return out;
+    }
     match outside(data, object, scan, release) {
         Outside::NotLooked => {}
         Outside::Unread(offset) => out.code.unscanned = offset,

@@ -226,6 +226,23 @@ pub fn scan_sections<'a>(
     sections: &[(u64, u64)],
     walked: &(dyn Fn(&[u8]) + Sync),
 ) -> Vec<Container<'a>> {
+    crate::fatbin::container::scan_with(data, 0, &outside_of(sections), walked)
+}
+
+/// [`scan_sections`] handing its containers over a batch at a time (see
+/// [`crate::fatbin::container::scan_until`]) until `stop` says enough.
+pub fn scan_sections_until<'a>(
+    data: &'a [u8],
+    sections: &[(u64, u64)],
+    walked: &(dyn Fn(&[u8]) + Sync),
+    batch: usize,
+    stop: &mut dyn FnMut(Vec<Container<'a>>) -> bool,
+) {
+    crate::fatbin::container::scan_until(data, 0, &outside_of(sections), walked, batch, stop)
+}
+
+/// The ranges a scan of `sections` skips: everything else.
+fn outside_of(sections: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let mut sorted = sections.to_vec();
     sorted.sort_unstable();
     let mut skip = Vec::new();
@@ -237,7 +254,7 @@ pub fn scan_sections<'a>(
         at = at.max(end);
     }
     skip.push((at, u64::MAX));
-    crate::fatbin::container::scan_with(data, 0, &skip, walked)
+    skip
 }
 
 fn loaded_sections(object: &Object<'_>, out: &mut Vec<(u64, u64)>) {

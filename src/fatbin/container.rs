@@ -568,15 +568,43 @@ pub fn scan_with<'a>(
     skip: &[(u64, u64)],
     walked: &(dyn Fn(&[u8]) + Sync),
 ) -> Vec<Container<'a>> {
-    use rayon::prelude::*;
     let mut found = Vec::new();
+    scan_until(data, base, skip, walked, usize::MAX, &mut |batch| {
+        found.extend(batch);
+        false
+    });
+    found
+}
+
+/// [`scan_with`] in batches of `batch` chunks (each batch searched in
+/// parallel, the batches in file order), handing each batch's containers to
+/// `stop`, which ends the scan by returning `true`: for a reader that needs
+/// only part of the answer (the pre-flight stops once every capability it
+/// asks about has SASS, see `devicecode::read_until`). The containers
+/// handed over, batch after batch, are the ones [`scan_with`] returns, in
+/// its order, whatever the batch size.
+pub fn scan_until<'a>(
+    data: &'a [u8],
+    base: u64,
+    skip: &[(u64, u64)],
+    walked: &(dyn Fn(&[u8]) + Sync),
+    batch: usize,
+    stop: &mut dyn FnMut(Vec<Container<'a>>) -> bool,
+) {
+    use rayon::prelude::*;
     for (start, end) in gaps(u(data.len()), base, skip) {
         let bounds = chunk_bounds(start, end);
-        let walks: Vec<Vec<Found<'a>>> =
-            bounds.par_iter().map(|&(from, to)| walk(data, base, from, to, end, walked)).collect();
-        found.extend(join_chunks(data, base, start, end, &bounds, walks, walked));
+        let mut cursor = start;
+        for part in bounds.chunks(batch.max(1)) {
+            let walks: Vec<Vec<Found<'a>>> = part
+                .par_iter()
+                .map(|&(from, to)| walk(data, base, from, to, end, walked))
+                .collect();
+            if stop(join_chunks(data, base, &mut cursor, end, part, walks, walked)) {
+                return;
+            }
+        }
     }
-    found
 }
 
 /// How much of a stretch one task of [`scan_with`] searches.
@@ -635,7 +663,9 @@ fn walk<'a>(
     found
 }
 
-/// Joins the chunks' walks into the sequential walk of `[start, end)`.
+/// Joins the chunks' walks into the sequential walk of a stretch ending
+/// at `end`, from `cursor` (the stretch's start, or where the walk of the
+/// chunks before these left off; moved on to where this walk leaves off).
 /// Each chunk was walked as if the search were at its start; the
 /// sequential walk is, unless a container of an earlier chunk runs into it
 /// and the search resumes at that container's end, `cursor`. Then the
@@ -648,24 +678,24 @@ fn walk<'a>(
 fn join_chunks<'a>(
     data: &'a [u8],
     base: u64,
-    start: u64,
+    cursor: &mut u64,
     end: u64,
     bounds: &[(u64, u64)],
     walks: Vec<Vec<Found<'a>>>,
     walked: &(dyn Fn(&[u8]) + Sync),
 ) -> Vec<Container<'a>> {
     let mut out = Vec::new();
-    let mut cursor = start;
     for (&(from, to), mut chunk) in bounds.iter().zip(walks) {
-        if cursor > from {
+        let at = *cursor;
+        if at > from {
             let offset = |c: &Container<'_>| c.offset - base;
-            if chunk.iter().any(|(c, next)| offset(c) < cursor && *next > cursor) {
-                chunk = walk(data, base, cursor.min(to), to, end, walked);
+            if chunk.iter().any(|(c, next)| offset(c) < at && *next > at) {
+                chunk = walk(data, base, at.min(to), to, end, walked);
             }
-            chunk.retain(|(c, _)| offset(c) >= cursor);
+            chunk.retain(|(c, _)| offset(c) >= at);
         }
         for (c, next) in chunk {
-            cursor = next;
+            *cursor = next;
             out.push(c);
         }
     }

@@ -24,7 +24,7 @@ use super::symbols::{self, Wants};
 use super::{Check, Status};
 use crate::audit::finding::{CheckId, Severity};
 use crate::audit::linkage::{expand_origin, Resolver};
-use crate::audit::Policy;
+use crate::audit::{Policy, Reading};
 use crate::cuda::capabilities::{Capability, Request};
 use crate::cuda::driver::Driver;
 use crate::devicecode::Scan;
@@ -37,12 +37,28 @@ const VERDICTS: &[CheckId] = &[
     CheckId::NoCodeForCapability,
 ];
 
-/// Checks the closure `paths` against the driver `lib` and the GPUs `caps`.
+/// Checks the closure `paths` against the driver `lib` and the GPUs `caps`,
+/// reading the files with the audit's lighter reading
+/// ([`Reading::DriverVerdicts`]: what the verdicts and the symbols need).
 pub fn check(
     paths: &[PathBuf],
     lib: Option<&Libcuda>,
     kernel: Option<&KernelModule>,
     caps: &[Capability],
+    out: &mut Vec<Check>,
+) {
+    check_with(paths, lib, kernel, caps, Reading::DriverVerdicts, out);
+}
+
+/// [`check`] with the files read as `reading` says: the full audit
+/// ([`Reading::Full`]) gives the same checks, only slower (the tests hold
+/// the lighter reading to it).
+pub fn check_with(
+    paths: &[PathBuf],
+    lib: Option<&Libcuda>,
+    kernel: Option<&KernelModule>,
+    caps: &[Capability],
+    reading: Reading,
     out: &mut Vec<Check>,
 ) {
     let Some(lib) = lib else {
@@ -55,7 +71,7 @@ pub fn check(
         ));
         return;
     };
-    let audit = crate::audit::audit_paths(paths, &policy(lib, caps));
+    let audit = crate::audit::audit_paths(paths, &policy(lib, caps, reading));
     for f in &audit.failures {
         out.push(Check::not_ok(
             "closure-unreadable",
@@ -84,14 +100,28 @@ pub fn check(
     let mut drivers: BTreeMap<PathBuf, Option<BTreeSet<String>>> = BTreeMap::new();
     let mut compat_seen = BTreeSet::new();
     let mut lacking = 0;
-    for file in &audit.files {
+    // The files that use the driver, and what each wants of it (read in
+    // parallel; compared in order below).
+    let users: Vec<(&crate::audit::FileFacts, bool, bool)> = audit
+        .files
+        .iter()
+        .filter_map(|file| {
+            let host = file.dynamic.as_ref()?;
+            let needs = host.loader.needed.iter().any(|n| n == "libcuda.so.1" || n == "libcuda.so");
+            let loads = host.driver_dlopen.iter().any(|n| n.starts_with("libcuda.so"))
+                || host.static_cudart;
+            (needs || loads).then_some((file, needs, loads))
+        })
+        .collect();
+    let wanted: Vec<_> = {
+        use rayon::prelude::*;
+        users
+            .par_iter()
+            .map(|(file, needs, loads)| symbols::wants(&file.path, *needs, *loads))
+            .collect()
+    };
+    for ((file, _, _), wants) in users.iter().zip(wanted) {
         let Some(host) = &file.dynamic else { continue };
-        let needs = host.loader.needed.iter().any(|n| n == "libcuda.so.1" || n == "libcuda.so");
-        let loads =
-            host.driver_dlopen.iter().any(|n| n.starts_with("libcuda.so")) || host.static_cudart;
-        if !needs && !loads {
-            continue;
-        }
         let own = compat_libcuda(&file.path, host.loader.search_path(), &lib.resolved);
         let against = match &own {
             Some(c) => {
@@ -115,7 +145,7 @@ pub fn check(
             ));
             continue;
         };
-        match symbols::wants(&file.path, needs, loads) {
+        match wants {
             Ok(w) => lacking += compare(&file.path, &w, exported, against, out),
             Err(e) => out.push(Check::not_ok(
                 "closure-unreadable",
@@ -133,7 +163,7 @@ pub fn check(
 }
 
 /// The audit's policy: the driver found, the GPUs' capabilities, nothing else.
-fn policy(lib: &Libcuda, caps: &[Capability]) -> Policy {
+fn policy(lib: &Libcuda, caps: &[Capability], reading: Reading) -> Policy {
     let driver = lib.version.and_then(|v| Driver::from_version(&v.to_string()).ok());
     let requested =
         (!caps.is_empty()).then(|| Request { capabilities: caps.to_vec(), ptx: Vec::new() });
@@ -154,6 +184,7 @@ fn policy(lib: &Libcuda, caps: &[Capability]) -> Policy {
         dlopen_facts: false,
         resolver: Arc::new(Resolver::default()),
         references: None,
+        reading,
     }
 }
 

@@ -190,13 +190,79 @@ pub fn check_versions(lib: Option<&Libcuda>, kernel: Option<&KernelModule>, out:
 /// kernel module; it is of no use (and may fail with 804,
 /// `CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE`) on GeForce/RTX GPUs.
 pub fn check_compat(compat: &Libcuda, kernel: Option<&KernelModule>, out: &mut Vec<Check>) {
+    let jetson = std::fs::read_to_string(TEGRA_RELEASE).ok().and_then(|t| parse_tegra_release(&t));
+    check_compat_on(compat, kernel, jetson.as_ref(), out);
+}
+
+/// Where Jetson Linux (L4T) writes its release: a Jetson board is known by it.
+pub const TEGRA_RELEASE: &str = "/etc/nv_tegra_release";
+
+/// A Jetson Linux (L4T) release: `# R35 (release), REVISION: 4.1, ...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JetsonRelease {
+    /// The release (`35`): JetPack 5 is R35, JetPack 6 R36, JetPack 4 R32.
+    pub major: u32,
+    /// `R35.4.1`, for messages.
+    pub shown: String,
+}
+
+/// The release on the first line of `/etc/nv_tegra_release`.
+pub fn parse_tegra_release(text: &str) -> Option<JetsonRelease> {
+    let line = text.lines().next()?.trim_start_matches('#').trim();
+    let major: u32 =
+        line.strip_prefix('R')?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
+    let revision = line
+        .split(',')
+        .find_map(|f| f.trim().strip_prefix("REVISION:"))
+        .map(str::trim)
+        .filter(|r| !r.is_empty() && r.chars().all(|c| c.is_ascii_digit() || c == '.'));
+    let shown = match revision {
+        Some(r) => format!("R{major}.{r}"),
+        None => format!("R{major}"),
+    };
+    Some(JetsonRelease { major, shown })
+}
+
+/// The first Jetson Linux release whose boards run NVIDIA's forward
+/// compatibility (JetPack 5.0, with cuda_compat of CUDA 11.8 or newer).
+pub const JETSON_COMPAT_FROM: u32 = 35;
+
+/// [`check_compat`] on a Jetson board of release `jetson` (`None`: not a
+/// Jetson). Jetson's rules as NVIDIA documents them (docs/preflight.md):
+/// forward compatibility from JetPack 5 (Jetson Linux R35) on; JetPack 4
+/// (R32: TX1, TX2, Nano, and Xavier before JetPack 5) stays on the CUDA it
+/// ships. JetPack 5's GPU driver (nvgpu) shows no kernel module version:
+/// there the board's release is what is checked.
+pub fn check_compat_on(
+    compat: &Libcuda,
+    kernel: Option<&KernelModule>,
+    jetson: Option<&JetsonRelease>,
+    out: &mut Vec<Check>,
+) {
     let shown = compat.resolved.display().to_string();
+    if let Some(j) = jetson.filter(|j| j.major < JETSON_COMPAT_FROM) {
+        out.push(Check::not_ok(
+            "cuda-compat-jetson-unsupported",
+            Status::Error,
+            &shown,
+            format!("cuda_compat's libcuda {shown} on Jetson Linux {}: NVIDIA's forward compatibility on Jetson starts with JetPack 5 (Jetson Linux R{JETSON_COMPAT_FROM}) and CUDA 11.8; this board's JetPack 4 or older runs only the CUDA it ships", j.shown),
+            "drop cuda_compat and build against the CUDA this JetPack ships (JetPack 4: CUDA 10.2), or flash JetPack 5 or newer (Xavier, Orin)",
+        ));
+        return;
+    }
+    let platform = match jetson {
+        Some(j) => format!(
+            "on Jetson Linux {} (JetPack 5 or newer: forward compatibility is supported)",
+            j.shown
+        ),
+        None => "which works on data-center GPUs and Jetson only (GeForce/RTX: 804)".to_string(),
+    };
     let (Some(cv), Some(k)) = (compat.version, kernel) else {
         out.push(Check::not_ok(
             "cuda-compat",
             Status::Info,
             &shown,
-            format!("cuda_compat's libcuda {shown} is on a file's RUNPATH; its version or the kernel module's is unknown: not compared"),
+            format!("cuda_compat's libcuda {shown} is on a file's RUNPATH; its version or the kernel module's is unknown: not compared; forward compatibility, {platform}"),
             "",
         ));
         return;
@@ -214,7 +280,10 @@ pub fn check_compat(compat: &Libcuda, kernel: Option<&KernelModule>, out: &mut V
             "cuda-compat",
             Status::Info,
             &shown,
-            format!("cuda_compat {cv} on kernel module {}: forward compatibility, which works on data-center GPUs and Jetson only (GeForce/RTX: 804)", k.version),
+            format!(
+                "cuda_compat {cv} on kernel module {}: forward compatibility, {platform}",
+                k.version
+            ),
             "",
         ));
     }
@@ -264,5 +333,16 @@ mod tests {
         assert_eq!(parse_proc_version(t), Some(DriverVersion(580, 159, 4)));
         let t = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.261.03  Sun Jun\n";
         assert_eq!(parse_proc_version(t), Some(DriverVersion(535, 261, 3)));
+    }
+
+    #[test]
+    fn jetson_releases() {
+        let r = |t| parse_tegra_release(t).map(|j| (j.major, j.shown));
+        let jp5 = "# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, EABI: aarch64, DATE: Tue Aug  1 19:57:35 UTC 2023\n";
+        assert_eq!(r(jp5), Some((35, "R35.4.1".into())));
+        assert_eq!(r("# R32 (release), REVISION: 7.4, GCID: 1\n"), Some((32, "R32.7.4".into())));
+        assert_eq!(r("# R36 (release)\n"), Some((36, "R36".into())));
+        assert_eq!(r("not a release\n"), None);
+        assert_eq!(r(""), None);
     }
 }

@@ -131,11 +131,11 @@ const FAMILIES_NOT_DRIVER: &[&str] = &[
 ];
 
 /// Every NUL-terminated string of `bytes` that is a whole driver API name.
+/// Searched as `\0cu` (a string's start), not `cu`: text is full of `cu`.
 fn names_in(bytes: &[u8], out: &mut BTreeSet<String>) {
-    for at in memchr::memmem::find_iter(bytes, b"cu") {
-        if at > 0 && bytes[at - 1] != 0 {
-            continue;
-        }
+    let first = bytes.starts_with(b"cu").then_some(0);
+    let rest = memchr::memmem::find_iter(bytes, b"\0cu").map(|at| at + 1);
+    for at in first.into_iter().chain(rest) {
         let Some(end) = bytes[at..].iter().take(128).position(|&b| b == 0) else { continue };
         let Ok(name) = std::str::from_utf8(&bytes[at..at + end]) else { continue };
         if driver_api(name) {
@@ -288,5 +288,10 @@ mod tests {
         names_in(b"\0cuMemCreate\0xcuInit\0cudaFree\0cuGraphAddNode_v2\0", &mut out);
         let got: Vec<&str> = out.iter().map(String::as_str).collect();
         assert_eq!(got, ["cuGraphAddNode_v2", "cuMemCreate"]);
+        // A name at the very start of a section counts too.
+        let mut out = BTreeSet::new();
+        names_in(b"cuInit\0cuDriverGetVersion\0", &mut out);
+        let got: Vec<&str> = out.iter().map(String::as_str).collect();
+        assert_eq!(got, ["cuDriverGetVersion", "cuInit"]);
     }
 }

@@ -40,6 +40,7 @@ fn policy(caps: Option<&str>, forward_compat: bool) -> Policy {
         dlopen_facts: false,
         resolver: Default::default(),
         references: None,
+        reading: crate::audit::Reading::Full,
     }
 }
 
