@@ -332,7 +332,8 @@ if want onepass; then
   if src=$(make_stub_elfs 100) && nixpkgs=$(bash tests/tools/nixpkgs-upstream.sh) && hd=$(upstream_chain_hooks "$nixpkgs"); then
     runpath_src=$src
     # setup.sh builds PATH from initialPath: the folder holding bin/patchelf first.
-    chain_env=(outputs=out out="$cache/work/anchor" NIX_STORE=/nix/store NCH_NIXPKGS="$nixpkgs"
+    # NIX_BUILD_TOP: where setup.sh dumps env-vars (not the checkout).
+    chain_env=(outputs=out out="$cache/work/anchor" NIX_STORE=/nix/store NCH_NIXPKGS="$nixpkgs" NIX_BUILD_TOP="$cache/work"
       NCH_PRE="initialPath=\"$hd /usr /\"" NCH_RUN='for p in $prePhases; do $p; done; runHook postFixup')
     SETUP=fresh_copies compare "one RUNPATH pass: driver + cuda_compat + stubs (default mode)" \
       "100 small ELF files" 3 3 "Nixpkgs' chain in setup.sh (patchelf 0.19)" \
