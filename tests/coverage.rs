@@ -1129,3 +1129,36 @@ fn a_progress_line_on_a_terminal_only() {
     assert!(tty.contains("/s, ETA "), "{tty:?}");
     assert!(tty.ends_with("\r\x1b[K"), "cleared at the end: {tty:?}");
 }
+
+/// A driver alone, older than some GPUs the build was made for: driver
+/// 470.256.02 supports CUDA 11.4, and Hopper GPUs (capability 9.0) were
+/// first driven by CUDA 11.8's driver (NVIDIA's 11.8 release notes), so the
+/// multi-arch fixture's sm_90 (cuobjdump) is named as a GPU newer than the
+/// driver, not answered "runs" or "cannot run"; its other capabilities
+/// (7.5, 8.0, 8.6: Turing, Ampere, all older than 11.4) are answered.
+#[test]
+fn a_driver_alone_names_the_gpus_newer_than_it_and_answers_the_rest() {
+    let w = build_world();
+    let a = w.cache("a", "key-a", "compression=zstd", &["multi"]);
+    let url = format!("file://{}", a.display());
+    let path = w.path("multi");
+    let out =
+        w.run(&["--substituter", &url, "--driver-version", "470.256.02", path, "--format", "json"]);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", common::text(&out));
+    let report = json(&out);
+    let file = fs::read_dir(Path::new(path).join("bin")).unwrap().next().unwrap().unwrap().path();
+    let mut own = cuobjdump_sass(&file);
+    own.extend(cuobjdump_ptx(&file));
+    own.sort_by_key(|c| c.replace('.', "").parse::<u32>().unwrap());
+    own.dedup();
+    assert!(own.contains(&"9.0".to_string()), "{own:?}");
+    let gpu = &entry(&report, path)["gpu"];
+    assert_eq!(gpu["newer_than_driver"], serde_json::json!(["9.0"]), "{gpu:#}");
+    let answered: Vec<String> = answers(gpu).keys().cloned().collect();
+    let rest: Vec<String> = own.iter().filter(|c| *c != "9.0").cloned().collect();
+    assert_eq!(answered, rest, "{gpu:#}");
+    let text = w.run(&["--substituter", &url, "--driver-version", "470.256.02", path]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("9.0 not answered: GPUs newer than driver 470.256.02"), "{text}");
+    assert!(!text.contains("on 9.0:"), "{text}");
+}

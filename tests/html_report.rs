@@ -230,7 +230,22 @@ fn expected_cell(
         .into_iter()
         .filter(|a| runs(cap(a), device, true))
         .max_by_key(|a| (cap(a).0, cap(a).1, cap(a).2 == ' '));
-    let fails = |ptx: Option<&str>| driver.is_some_and(|drv| !driver_runs(file, ptx, drv));
+    // A driver older than the first one that drove the column's GPUs runs
+    // nothing there it could be asked about (docs/driver-compatibility.md,
+    // "GPUs newer than the driver"; NVIDIA's release notes: Blackwell's
+    // 10.0 and 12.0 with CUDA 12.8, 10.3 and 12.1 with 12.9).
+    let newer_gpu = |drv: (u32, u32)| {
+        let first = match device {
+            (10, 0) | (12, 0) => (12, 8),
+            (10, 3) | (12, 1) => (12, 9),
+            (9, 0) | (8, 9) => (11, 8),
+            _ => (0, 0),
+        };
+        drv < first
+    };
+    let fails = |ptx: Option<&str>| {
+        driver.is_some_and(|drv| newer_gpu(drv) || !driver_runs(file, ptx, drv))
+    };
     match (sass, &ptx) {
         (true, _) if fails(None) => "driver-fails",
         (true, _) => "sass",

@@ -264,3 +264,41 @@ fn a_library_that_calls_the_driver_and_names_no_version_is_unknown() {
     assert!(html.contains("was not decided: it calls the driver"), "HTML cell title");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A requested capability whose GPUs are newer than the driver: cuRAND 12
+/// (10.3.10.19) carries sm_120 SASS (cuobjdump), and driver 535.54.03
+/// supports CUDA 12.2, while capability 12.0 GPUs (RTX 50xx) were first
+/// driven by CUDA 12.8's driver (NVIDIA's 12.8 release notes). The verdict
+/// for 12.0 is undecided with that reason, never "runs"; 9.0 (Hopper, CUDA
+/// 11.8) runs.
+#[test]
+fn a_gpu_newer_than_the_driver_is_never_said_to_run() {
+    let lib = common::corpus("curand12", "libcurand.so.10");
+    let listing = std::process::Command::new(common::tool("cuobjdump"))
+        .arg("--list-elf")
+        .arg(&lib)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&listing.stdout).contains("sm_120"), "no sm_120 in cuRAND");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cuda-elf-inspect"))
+        .args([
+            "--driver-version",
+            "535.54.03",
+            "--cuda-capabilities",
+            "9.0;12.0",
+            "--format",
+            "json",
+        ])
+        .arg(&lib)
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", common::text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cov = v["files"][0]["coverage"].as_array().unwrap();
+    let of = |cap: &str| cov.iter().find(|c| c["capability"] == cap).unwrap()["driver"].clone();
+    assert_eq!(of("9.0")["runs"], true, "{cov:#?}");
+    let d = of("12.0");
+    assert_eq!(d["runs"], false, "{d:#}");
+    assert_eq!(d["reason"], "unknown", "{d:#}");
+    assert_eq!(d["needs_cuda"], "12.8", "{d:#}");
+}

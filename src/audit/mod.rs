@@ -271,7 +271,7 @@ pub fn coverage_of(
                     if runs == crate::cuda::capabilities::Runs::Jit {
                         cov.ptx_isa = isa.map(|i| i.to_string());
                     }
-                    cov.driver = Some(checks::verdict(driver, runs, isa, runtime));
+                    cov.driver = Some(checks::verdict(driver, Some(*c), runs, isa, runtime));
                 }
                 cov
             }

@@ -239,6 +239,41 @@ impl Driver {
     }
 }
 
+/// The CUDA release whose driver first drives GPUs of capability `cap`
+/// (`src/cuda/gpus.tsv`; an `a`/`f` variant is its GPU's), `None` for a
+/// capability without a row (Jetson's, or one the table does not know).
+pub fn gpus_since(cap: crate::cuda::capabilities::Capability) -> Option<CudaVersion> {
+    let device = cap.device();
+    gpu_rows().iter().find(|(c, _)| *c == device).map(|(_, v)| *v)
+}
+
+fn gpu_rows() -> &'static [(crate::cuda::capabilities::Capability, CudaVersion)] {
+    use crate::cuda::capabilities::Capability;
+    static ROWS: std::sync::OnceLock<Vec<(Capability, CudaVersion)>> = std::sync::OnceLock::new();
+    ROWS.get_or_init(|| {
+        include_str!("gpus.tsv")
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .map(|l| {
+                let mut f = l.split('\t');
+                let cap = f.next().and_then(Capability::parse);
+                let row = cap.zip(f.next().and_then(CudaVersion::parse));
+                // Our own data, checked by a unit test: a bad row is a build bug.
+                row.unwrap_or_else(|| unreachable!("src/cuda/gpus.tsv: malformed row: {l}"))
+            })
+            .collect()
+    })
+}
+
+impl Driver {
+    /// `Some(first)` when this driver supports only CUDA versions older
+    /// than `first`, the release whose driver first drove GPUs of
+    /// capability `cap`: it was not written for such a GPU.
+    pub fn predates_gpu(&self, cap: crate::cuda::capabilities::Capability) -> Option<CudaVersion> {
+        gpus_since(cap).filter(|first| self.cuda < *first)
+    }
+}
+
 /// The first CUDA version whose driver JIT-compiles PTX of ISA `isa`.
 pub fn ptx_needs(isa: (u16, u16)) -> Option<CudaVersion> {
     table().ptx.iter().find(|(v, _)| *v == isa).map(|(_, cuda)| *cuda)
@@ -316,6 +351,20 @@ impl serde::Serialize for NotRunning {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpus_are_driven_from_their_first_release_on() {
+        use crate::cuda::capabilities::Capability;
+        let cap = |c: &str| Capability::parse(c).unwrap();
+        assert_eq!(gpu_rows().len(), 14);
+        let d535 = Driver::from_version("535.54.03").unwrap();
+        assert_eq!(d535.predates_gpu(cap("12.0")), CudaVersion::parse("12.8"));
+        assert_eq!(d535.predates_gpu(cap("10.0a")), CudaVersion::parse("12.8"));
+        assert_eq!(d535.predates_gpu(cap("9.0")), None);
+        assert_eq!(d535.predates_gpu(cap("8.7")), None, "Jetson: no row");
+        let d580 = Driver::from_version("580.95.05").unwrap();
+        assert_eq!(d580.predates_gpu(cap("12.1")), None);
+    }
 
     fn cuda(text: &str) -> CudaVersion {
         CudaVersion::parse(text).unwrap()

@@ -146,6 +146,10 @@ pub fn sentence(p: &PathResult, report: &Report) -> String {
         for c in &gpu.capabilities {
             let mut words = format!("on {}: {}", c.capability, runs_words(c.runs));
             match c.driver_runs {
+                Some(false) if c.driver_reason.as_deref().is_none_or(|r| r == "unknown") => {
+                    words
+                        .push_str(&format!(", but whether driver {driver} runs it is not decided"));
+                }
                 Some(false) => {
                     let why = c.driver_reason.as_deref().unwrap_or("unknown");
                     words.push_str(&format!(", but driver {driver} cannot run it ({why})"));
@@ -157,6 +161,12 @@ pub fn sentence(p: &PathResult, report: &Report) -> String {
                 _ => {}
             }
             parts.push(words);
+        }
+        if !gpu.newer_than_driver.is_empty() {
+            parts.push(format!(
+                "{} not answered: GPUs newer than driver {driver}",
+                gpu.newer_than_driver.join(" ")
+            ));
         }
         for f in &gpu.failures {
             parts.push(format!("not audited: {f}"));

@@ -224,8 +224,9 @@ fn entry(f: &FileFacts, dev: &DeviceCode, column: &Column, driver: Option<&Drive
     let cap = Capability::parse(&column.name);
     match cap.and_then(|cap| covering(&dev.codes(), cap)) {
         Some((runs, code)) => {
-            let verdict = driver
-                .map(|d| checks::verdict(d, runs, checks::isa_of(dev, &code), f.runtime.as_ref()));
+            let verdict = driver.map(|d| {
+                checks::verdict(d, cap, runs, checks::isa_of(dev, &code), f.runtime.as_ref())
+            });
             Entry {
                 cell: runs_cell(runs, verdict.as_ref()),
                 code: Some(code.name()),

@@ -45,8 +45,15 @@ pub fn isa_of(dev: &DeviceCode, code: &crate::cuda::capabilities::Code) -> Optio
 /// file has none to load: an object, a fatbin); a runtime known only by
 /// its PTX ISA floor fails where the floor's major is newer than the
 /// driver's, and is otherwise undecided.
+///
+/// `cap`, the GPU's capability: a driver older than the first one that
+/// drove such GPUs (`cuda::driver::gpus_since`: driver 535, CUDA 12.2, and
+/// capability 12.0, first driven by CUDA 12.8's) is not said to run
+/// anything there. That is undecided, not a failure: the pairing is one no
+/// machine should have, and a point release may have added a GPU.
 pub fn verdict(
     driver: &Driver,
+    cap: Option<Capability>,
     runs: Runs,
     isa: Option<PtxIsa>,
     runtime: Option<&Runtime>,
@@ -86,6 +93,14 @@ pub fn verdict(
             }
             None => undecided = undecided.or(Some("the PTX's ISA is not known")),
         }
+    }
+    let predates = cap.and_then(|c| driver.predates_gpu(c).map(|first| (c.device(), first)));
+    if let (None, Some((c, first))) = (undecided, predates) {
+        let why = format!(
+            "capability {c} GPUs were first driven by CUDA {first}'s driver, this one supports CUDA {}",
+            driver.cuda
+        );
+        return no(NotRunning::Unknown, Some(first.to_string()), Some(why.as_str()));
     }
     if undecided.is_some() {
         return no(NotRunning::Unknown, None, undecided);

@@ -365,7 +365,7 @@ fn driver_checks_over_made_up_files() {
         }
     }
     // The one verdict function agrees: runs only where proven.
-    let v = |drv: &Driver, rt: Option<Runtime>| verdict(drv, Runs::Native, None, rt.as_ref());
+    let v = |drv: &Driver, rt: Option<Runtime>| verdict(drv, None, Runs::Native, None, rt.as_ref());
     assert!(v(&d580, shared(13)).runs);
     assert!(v(&d550, release(12)).runs);
     let unknown = v(&d580, floored(true, "11.8"));

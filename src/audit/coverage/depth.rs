@@ -132,9 +132,15 @@ fn gpu_of(root: &str, audit: &Audit, requested: &[String], driver: Option<&Drive
     };
     let names =
         |c: BTreeSet<Capability>| -> Vec<String> { c.iter().map(|c| c.to_string()).collect() };
+    let mut newer_than_driver = Vec::new();
     let capabilities = match (requested.is_empty(), driver) {
         (true, Some(driver)) => {
-            let own: Vec<Capability> = caps(&sass).union(&caps(&ptx)).copied().collect();
+            // GPUs newer than the driver are no machine's: named, not answered.
+            let (own, newer): (Vec<Capability>, Vec<Capability>) = caps(&sass)
+                .union(&caps(&ptx))
+                .copied()
+                .partition(|c| driver.predates_gpu(*c).is_none());
+            newer_than_driver = newer.iter().map(|c| c.to_string()).collect();
             let covs: Vec<(&FileFacts, Vec<Coverage>)> = files
                 .iter()
                 .map(|f| {
@@ -166,6 +172,7 @@ fn gpu_of(root: &str, audit: &Audit, requested: &[String], driver: Option<&Drive
         built_for: names(caps(&sass)),
         ptx: names(caps(&ptx)),
         capabilities,
+        newer_than_driver,
         failures,
     }
 }

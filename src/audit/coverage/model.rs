@@ -117,6 +117,11 @@ pub struct Gpu {
     pub ptx: Vec<String>,
     /// Per requested capability.
     pub capabilities: Vec<CapabilityAnswer>,
+    /// With a driver given alone: the capabilities the code targets whose
+    /// GPUs are newer than the driver (first driven by a later CUDA
+    /// release's driver), left out of the answers.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub newer_than_driver: Vec<String>,
     /// Files or the path itself that could not be audited.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub failures: Vec<String>,
