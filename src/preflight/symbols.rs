@@ -125,9 +125,31 @@ pub fn driver_api(name: &str) -> bool {
 
 /// `cu` + capital names that are not the driver's: NVIDIA's other
 /// libraries spell their own prefixes so (cuDNN's `cuDNN`, cuTENSOR,
-/// cuFile's `cuFile`).
+/// cuFile's `cuFile`), and `cuComplex.h`'s types and inline helpers
+/// (`cuComplex`, `cuDoubleComplex`, `cuCadd`...) are a header's, which
+/// cuSPARSE 12.5 holds as strings.
 const FAMILIES_NOT_DRIVER: &[&str] = &[
-    "cuDNN", "cuFile", "cuTensor", "cuTENSOR", "cuSPARSE", "cuBLAS", "cuFFT", "cuRAND", "cuSOLVER",
+    "cuDNN",
+    "cuFile",
+    "cuTensor",
+    "cuTENSOR",
+    "cuSPARSE",
+    "cuBLAS",
+    "cuFFT",
+    "cuRAND",
+    "cuSOLVER",
+    "cuComplex",
+    "cuDoubleComplex",
+    "cuFloatComplex",
+    "cuCadd",
+    "cuCsub",
+    "cuCmul",
+    "cuCdiv",
+    "cuCabs",
+    "cuConj",
+    "cuCreal",
+    "cuCimag",
+    "cuCfma",
 ];
 
 /// Every NUL-terminated string of `bytes` that is a whole driver API name.
@@ -280,6 +302,11 @@ mod tests {
         assert!(!driver_api("cuDNN"));
         assert!(!driver_api("cuFileDriverOpen"));
         assert!(!driver_api("cuMem Create"));
+        assert!(!driver_api("cuComplex"));
+        assert!(!driver_api("cuDoubleComplex"));
+        assert!(!driver_api("cuCaddf"));
+        assert!(driver_api("cuCtxCreate_v2"));
+        assert!(driver_api("cuCoredumpGetAttribute"));
     }
 
     #[test]
