@@ -8,6 +8,7 @@
 //! with gcc and objcopy.
 
 mod common;
+use common::corpus;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -16,21 +17,6 @@ use std::process::Command;
 use serde_json::Value;
 
 const OURS: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
-
-/// The corpus sets of the GPU run's versions, fetched once.
-fn corpus(set: &str, file: &str) -> PathBuf {
-    let out = Command::new("bash")
-        .arg(common::root().join("tests/tools/corpus.sh"))
-        .arg(set)
-        .output()
-        .expect("bash");
-    assert!(out.status.success(), "corpus.sh {set}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(PathBuf::from)
-        .find(|p| p.file_name().is_some_and(|n| n == file))
-        .unwrap_or_else(|| panic!("corpus set {set} lacks {file}"))
-}
 
 /// The library API's scan of one file, as the audit runs it.
 fn scan(path: &Path, version: Option<&str>) -> nix_cuda_hooks::dlopen::Scan {

@@ -6,6 +6,7 @@
 //! is "runs" only when the file proves which CUDA version it needs).
 
 mod common;
+use common::corpus;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,21 +15,6 @@ use serde_json::Value;
 
 const OURS: &str = env!("CARGO_BIN_EXE_cuda-elf-inspect");
 const DRIVER_LIB: &str = "/run/opengl-driver/lib";
-
-/// A file of a corpus set, fetched once (pinned wheel or Debian package).
-fn corpus(set: &str, file: &str) -> PathBuf {
-    let out = Command::new("bash")
-        .arg(common::root().join("tests/tools/corpus.sh"))
-        .arg(set)
-        .output()
-        .expect("bash");
-    assert!(out.status.success(), "corpus.sh {set}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(PathBuf::from)
-        .find(|p| p.file_name().is_some_and(|n| n == file))
-        .unwrap_or_else(|| panic!("corpus set {set} lacks {file}"))
-}
 
 /// A copy of `file` in a fresh folder under `name` (the audit and the
 /// patcher then see only it).
@@ -273,7 +259,7 @@ fn a_library_that_calls_the_driver_and_names_no_version_is_unknown() {
 /// 11.8) runs.
 #[test]
 fn a_gpu_newer_than_the_driver_is_never_said_to_run() {
-    let lib = common::corpus("curand12", "libcurand.so.10");
+    let lib = corpus("curand12", "libcurand.so.10");
     let listing = std::process::Command::new(common::tool("cuobjdump"))
         .arg("--list-elf")
         .arg(&lib)
