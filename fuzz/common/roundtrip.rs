@@ -37,6 +37,7 @@ pub fn options(variant: u8) -> runpath::Options {
         } else {
             Vec::new()
         },
+        made_from: None,
     }
 }
 

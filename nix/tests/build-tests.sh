@@ -511,6 +511,26 @@ test_one_runpath_pass() {
     cmp -s "$tmp/one/$f" "$tmp/split/$f" && cmp -s "$tmp/one/$f" "$tmp/reversed/$f" || same=
   done
   check "one pass: separate runs in two orders give one run's bytes (cmp, every file)" test -n "$same"
+  # With --dlopen-search (one folder for every copy: the source's plugins):
+  # the folder's run before $ORIGIN's, and after it, give one run's bytes.
+  local plugins=$src/tree/plugins
+  for order in dl-one dl-first dl-last; do
+    cp -r "$src/tree" "$tmp/$order" && chmod -R u+w "$tmp/$order"
+  done
+  "$bin" --remove-stubs --cuda-compat "$compat" --append-origin --dlopen-search "$plugins" "$tmp/dl-one" >/dev/null 2>&1
+  { "$bin" --dlopen-search "$plugins" "$tmp/dl-first" && "$bin" --append-origin "$tmp/dl-first" &&
+    "$bin" --remove-stubs --cuda-compat "$compat" "$tmp/dl-first"; } >/dev/null 2>&1
+  { "$bin" --append-origin --remove-stubs "$tmp/dl-last" && "$bin" --cuda-compat "$compat" "$tmp/dl-last" &&
+    "$bin" --dlopen-search "$plugins" "$tmp/dl-last"; } >/dev/null 2>&1
+  same=1
+  for f in "$tmp"/dl-one/*/*; do
+    f=${f#"$tmp/dl-one/"}
+    cmp -s "$tmp/dl-one/$f" "$tmp/dl-first/$f" && cmp -s "$tmp/dl-one/$f" "$tmp/dl-last/$f" || same=
+  done
+  check "one pass: with --dlopen-search, its run before \$ORIGIN's and after give one run's bytes (cmp, every file)" test -n "$same"
+  check "one pass: the dlopen folder after \$ORIGIN, whatever the order (readelf)" \
+    test "$(runpath "$tmp/dl-first/bin/dlopener")" = "$compat:$driver:\$ORIGIN:$plugins"
+  check "one pass: the dlopener finds its plugin after separate runs" "$tmp/dl-first/bin/dlopener"
   cp -r "$tmp/one" "$tmp/again"
   "$bin" --remove-stubs --cuda-compat "$compat" --append-origin "$tmp/again" >/dev/null 2>&1
   check "one pass: a second run changes no byte" diff -r "$tmp/one" "$tmp/again"

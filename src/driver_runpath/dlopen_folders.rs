@@ -91,14 +91,18 @@ impl DlopenReport {
 
 /// The search folders `file` needs (RUNPATH entries, in search order); says
 /// what and why in `report.dlopen` when the file loads libraries by name.
-/// `release` drops the pages the scan has read from the resident set.
+/// The names are resolved through `base`'s search path (`file`'s original
+/// when our writer made it, see `plan::plan_file`). `release` drops the pages the scan has read from the resident set.
 pub(super) fn folders_for(
     file: &Parsed<'_>,
+    base: &Parsed<'_>,
     search: &SearchFolders,
     report: &mut FileReport,
     release: &(dyn Fn(&[u8]) + Sync),
 ) -> Result<Vec<Vec<u8>>, FileError> {
-    let facts = dynamic::facts(&file.elf).map_err(|e| file.foreign(e))?;
+    // The loader facts (search path) of `base`, the file as one run would
+    // see it: the original of a file our writer made, else the file itself.
+    let facts = dynamic::facts(&base.elf).map_err(|e| base.foreign(e))?;
     let own_name = report.path.file_name().and_then(|n| n.to_str());
     let version = own_name.and_then(dlopen::version_of_file_name);
     let scan = dlopen::scan(&file.elf, facts.soname.as_deref(), version, release);

@@ -120,10 +120,20 @@ fn process_inner(
                 return Ok(());
             }
         };
+        // A file our writer made is planned and rewritten from its original
+        // (`rebuild`), so that separate runs give one run's bytes.
+        let original = rebuild::original(&file, &parsed)?;
+        let o = match &original {
+            Some(original) => match classify::parse(original.bytes(), parsed.target())? {
+                Ok(o) => Some(o),
+                Err(skip) => return Err(ElfError::Verify(format!("the original {skip:?}")).into()),
+            },
+            None => None,
+        };
         // The dlopen scan reads whole read-only sections: their pages leave
         // the resident set once read, as in the audit.
         let release = |part: &[u8]| map.release(part);
-        let Some(change) = plan::plan_file(&parsed, cfg, report, &release)? else {
+        let Some(change) = plan::plan_file(&parsed, o.as_ref(), cfg, report, &release)? else {
             return Ok(());
         };
         // Names of this file that the walk did not meet keep the old file
@@ -133,21 +143,14 @@ fn process_inner(
             report.action = Action::WouldPatch;
             return Ok(());
         }
-        // A file our writer made is rewritten from its original (`rebuild`).
-        match rebuild::original(&file, &parsed)? {
-            Some(original) => {
-                let o = match classify::parse(original.bytes(), parsed.target())? {
-                    Ok(o) => o,
-                    Err(skip) => {
-                        return Err(ElfError::Verify(format!("the original {skip:?}")).into())
-                    }
-                };
-                let change = original.change(&o, &change)?;
+        match (&original, &o) {
+            (Some(original), Some(o)) => {
+                let change = original.change(o, &change)?;
                 report.strategy = Some(change.rw.strategy);
                 let links = report.outside_links;
                 write::prepare(path, &file, &meta, &o.elf, &change, false, links, cfg.sync)?
             }
-            None => write::prepare(
+            _ => write::prepare(
                 path,
                 &file,
                 &meta,

@@ -64,11 +64,14 @@ impl Config {
     }
 
     /// The planner's options for a file for this machine (`e_machine`),
-    /// with `append` (its dlopen folders) to go after the old entries.
+    /// with `append` (its dlopen folders) to go after the old entries, and
+    /// `made_from`, the search path of the original of a file our writer
+    /// made (see [`runpath::Options::made_from`]).
     pub fn plan_options(
         &self,
         machine: u16,
         mut append: Vec<Vec<u8>>,
+        made_from: Option<Vec<u8>>,
     ) -> (runpath::Options, DriverRule) {
         let (entry, rule) = self.driver.entry_for(machine);
         if self.append_origin {
@@ -80,6 +83,7 @@ impl Config {
             remove_stubs: self.remove_stubs,
             force_rpath: self.force_rpath,
             append_entries: append,
+            made_from,
         };
         (opts, rule)
     }
@@ -225,9 +229,15 @@ fn lossy(b: &[u8]) -> String {
 
 /// Decides what `file` needs and says it in `report` (old and new search
 /// path, driver rule and entry, strategy): `None` when it has the entry
-/// already (the report says `unchanged`).
+/// already (the report says `unchanged`). `original`: what the file was
+/// made from, when our writer made it (`rebuild`): the plan is then the one
+/// a single run over the original makes, whatever runs came before: the
+/// dlopen folders are decided by the original's search path (as one run
+/// decides them before it appends `$ORIGIN`), and `$ORIGIN` goes before
+/// the folders earlier runs appended.
 pub(super) fn plan_file(
     file: &Parsed<'_>,
+    original: Option<&Parsed<'_>>,
     cfg: &Config,
     report: &mut FileReport,
     release: &(dyn Fn(&[u8]) + Sync),
@@ -235,11 +245,21 @@ pub(super) fn plan_file(
     let current = patch::current_path(&file.elf, &file.dynamic).map_err(|e| file.foreign(e))?;
     report.old = current.map(|(v, _)| lossy(v));
     report.old_tag = current.map(|(_, t)| t);
+    let made_from = match original {
+        Some(o) => {
+            let path = patch::current_path(&o.elf, &o.dynamic).map_err(|e| o.foreign(e))?;
+            Some(path.map(|(v, _)| v.to_vec()).unwrap_or_default())
+        }
+        None => None,
+    };
     let append = match &cfg.dlopen_search {
-        Some(search) => super::dlopen_folders::folders_for(file, search, report, release)?,
+        Some(search) => {
+            let base = original.unwrap_or(file);
+            super::dlopen_folders::folders_for(file, base, search, report, release)?
+        }
         None => Vec::new(),
     };
-    let (opts, rule) = cfg.plan_options(file.elf.machine, append);
+    let (opts, rule) = cfg.plan_options(file.elf.machine, append, made_from);
     report.driver_rule = Some(rule);
     report.driver_entry = Some(lossy(&opts.driver_entry));
     let planned = runpath::plan_steps(current, &opts);

@@ -68,6 +68,14 @@ pub struct Options {
     /// Entries to append after the old ones, in this order, when absent
     /// (the dlopen folders).
     pub append_entries: Vec<Vec<u8>>,
+    /// The search path of the original the file was made from, when the
+    /// file is our writer's output (its undo record proven; `Some` of an
+    /// empty value when the original had none). The entries after the
+    /// last of the original's (and the driver and `cuda_compat` entries)
+    /// were then appended by our runs, and `$ORIGIN` goes first among
+    /// them, as one run puts it: an `--append-origin` run after a
+    /// `--dlopen-search` run gives the bytes of the two in one run.
+    pub made_from: Option<Vec<u8>>,
 }
 
 /// The planner's verdict.
@@ -177,11 +185,15 @@ pub fn plan_steps(current: Option<(&[u8], Tag)>, opts: &Options) -> Planned {
         }
         list = kept;
     }
-    // 4. Appended entries, each once.
+    // 4. Appended entries, each once; `$ORIGIN` first among all our runs'.
     for e in &opts.append_entries {
         if !e.is_empty() && !list.contains(&e.as_slice()) {
             list.push(e);
         }
+    }
+    if let Some(made_from) = &opts.made_from {
+        let prepended = [Some(driver), opts.compat_entry.as_deref()];
+        origin_first_among_appended(&mut list, made_from, &prepended);
     }
     let tag = if opts.force_rpath { Tag::Rpath } else { Tag::Runpath };
     let plan = if list == old {
@@ -205,6 +217,23 @@ pub fn plan_steps(current: Option<(&[u8], Tag)>, opts: &Options) -> Planned {
     Planned { plan, stub_steps }
 }
 
+/// Moves `$ORIGIN` to the front of the entries our runs appended: the
+/// longest tail of `list` holding none of the original's entries (`made_from`)
+/// and none of the `prepended` ones.
+fn origin_first_among_appended(
+    list: &mut Vec<&[u8]>,
+    made_from: &[u8],
+    prepended: &[Option<&[u8]>],
+) {
+    let original: Vec<&[u8]> = made_from.split(|&b| b == b':').collect();
+    let appended = |e: &&[u8]| !original.contains(e) && !prepended.contains(&Some(*e));
+    let from = list.len() - list.iter().rev().take_while(|e| appended(e)).count();
+    if let Some(at) = list[from..].iter().position(|e| *e == b"$ORIGIN") {
+        let origin = list.remove(from + at);
+        list.insert(from, origin);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +245,7 @@ mod tests {
             remove_stubs: false,
             force_rpath: false,
             append_entries: Vec::new(),
+            made_from: None,
         }
     }
 
@@ -343,7 +373,9 @@ mod tests {
             Some(format!("/a:{c}:{d}:{s1}")),
             Some(format!("{c}:/x:{d}:/y/dl")),
         ];
-        let fixes = |mask: u32| Options {
+        // `made_from`: the input once a run has changed it (the file is then
+        // our writer's output, made from that input).
+        let fixes = |mask: u32, made_from: Option<Vec<u8>>| Options {
             remove_stubs: mask & 1 != 0,
             compat_entry: (mask & 2 != 0).then(|| c.as_bytes().to_vec()),
             append_entries: [(4, "$ORIGIN"), (8, "/y/dl")]
@@ -351,6 +383,7 @@ mod tests {
                 .filter(|(bit, _)| mask & bit != 0)
                 .map(|(_, e)| e.as_bytes().to_vec())
                 .collect(),
+            made_from,
             ..opts()
         };
         let apply = |cur: &Option<(Vec<u8>, Tag)>, o: &Options| -> Option<(Vec<u8>, Tag)> {
@@ -362,22 +395,21 @@ mod tests {
         };
         for input in &inputs {
             let start = input.as_ref().map(|v| (v.as_bytes().to_vec(), Tag::Runpath));
+            let original = Some(input.clone().unwrap_or_default().into_bytes());
+            let made_from =
+                |cur: &Option<(Vec<u8>, Tag)>| (*cur != start).then(|| original.clone()).flatten();
             for mask in 0..16u32 {
-                let once = apply(&start, &fixes(mask));
-                assert_eq!(apply(&once, &fixes(mask)), once, "not idempotent: {input:?} {mask}");
-                // Each fix as its own run, plus a plain run, in every order.
+                let once = apply(&start, &fixes(mask, None));
+                let again = apply(&once, &fixes(mask, made_from(&once)));
+                assert_eq!(again, once, "not idempotent: {input:?} {mask}");
+                // Each fix as its own run, plus a plain run, in every order
+                // (the dlopen folder's run before `$ORIGIN`'s too).
                 let mut bits: Vec<u32> = (0..4).map(|b| 1 << b).filter(|b| mask & b != 0).collect();
                 bits.push(0);
-                // The two appending fixes keep their run order between
-                // them: `$ORIGIN` before the dlopen folder, as in one run.
-                let appends_in_order = |o: &Vec<u32>| {
-                    let at = |b| o.iter().position(|&x| x == b);
-                    !matches!((at(4), at(8)), (Some(i), Some(j)) if i > j)
-                };
-                for order in permutations(&bits).into_iter().filter(appends_in_order) {
+                for order in permutations(&bits) {
                     let mut cur = start.clone();
                     for bit in order {
-                        cur = apply(&cur, &fixes(bit));
+                        cur = apply(&cur, &fixes(bit, made_from(&cur)));
                     }
                     assert_eq!(cur, once, "{input:?} mask {mask}");
                 }
