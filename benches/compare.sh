@@ -350,12 +350,31 @@ if want onepass; then
   else
     note "the one-pass chain row is missing (ELF files or Nixpkgs files unavailable)"
   fi
+  # The file-system floor of any atomic replacement (benches/floor/replace.c:
+  # read, write a new file beside the old, rename; no ELF work, no checks, no
+  # journal): how close the bounds can be got on this machine's file system.
+  floor=
+  if command -v cc >/dev/null && cc -O2 -pthread -o "$cache/replace-floor" "$root/benches/floor/replace.c"; then
+    floor=$cache/replace-floor
+  else
+    note "benches/floor/replace.c could not be built: the floor rows are missing"
+  fi
   if src=$(make_small_elfs 100); then
     runpath_src=$src
     SETUP=fresh_copies compare "autoAddDriverRunpath (default mode)" "100 small ELF files" 5 5 \
       "patchelf --add-rpath per file" \
       -- "$bin/auto-add-driver-runpath" "$cache/work/ours" \
       -- bash -c 'for f in "$1"/*; do "$0" --add-rpath /run/opengl-driver/lib "$f"; done' "$patchelf" "$cache/work/anchor"
+    if [[ -n $floor ]]; then
+      SETUP=fresh_copies compare "the floor of a replacement (benches/floor/replace.c, 2 threads)" "100 small ELF files" 5 5 \
+        "patchelf --add-rpath per file" \
+        -- "$floor" small "$cache/work/ours" 2 \
+        -- bash -c 'for f in "$1"/*; do "$0" --add-rpath /run/opengl-driver/lib "$f"; done' "$patchelf" "$cache/work/anchor"
+      SETUP=fresh_copies compare "autoAddDriverRunpath (default mode) vs the floor" "100 small ELF files" 5 5 \
+        "the floor (benches/floor/replace.c, 2 threads)" \
+        -- "$bin/auto-add-driver-runpath" "$cache/work/ours" \
+        -- "$floor" small "$cache/work/anchor" 2
+    fi
     rm -rf "$cache/work"
   fi
   if ! $quick && need_cublas; then
@@ -372,6 +391,18 @@ if want onepass; then
       "cp --reflink=auto, then mv over the original" \
       -- "$bin/auto-add-driver-runpath" "$cache/work/ours" \
       -- sh -c 'cp --reflink=auto "$1" "$1.new" && mv "$1.new" "$1"' sh "$cache/work/anchor/libcublasLt.so.12"
+    if [[ -n $floor ]]; then
+      # The floor: the kernel's copy, the exchange and the old file's unlink,
+      # nothing else (what this mode does for 16 MiB and up, less the ELF work).
+      SETUP=onepass_lt compare "the floor of a replacement (benches/floor/replace.c), one file" "libcublasLt.so.12, $(mb "$lt")" 5 5 \
+        "cp --reflink=auto of it" \
+        -- "$floor" large "$cache/work/ours/libcublasLt.so.12" \
+        -- cp --reflink=auto "$cache/work/anchor/libcublasLt.so.12" "$cache/work/anchor/copy"
+      SETUP=onepass_lt compare "autoAddDriverRunpath (default mode) vs the floor, one file" "libcublasLt.so.12, $(mb "$lt")" 5 5 \
+        "the floor (benches/floor/replace.c)" \
+        -- "$bin/auto-add-driver-runpath" "$cache/work/ours" \
+        -- "$floor" large "$cache/work/anchor/libcublasLt.so.12"
+    fi
     rm -rf "$cache/work"
   fi
 fi
