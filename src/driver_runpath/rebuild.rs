@@ -1,9 +1,9 @@
 //! A file our writer already rewrote is rewritten from the original it was
 //! made from ([`crate::elf::patch::candidate`], proven by
-//! [`crate::elf::patch::is_rewrite_of`]), not given a second segment: the
-//! result is then a function of (the original, the final search path), so
-//! that fixes run as separate invocations, in any order, give the bytes one
-//! run gives (issue 33).
+//! [`crate::elf::patch::is_rewrite_of`]), not given a second segment, and
+//! its new search path is planned against that original's (`plan::plan_file`):
+//! the result is then the one run's over the original, so that fixes run as
+//! separate invocations, in any order, give the bytes one run gives (issue 33).
 //!
 //! The original is a private copy-on-write view of the file with the undo
 //! record's header bytes written back, cut at the original length: nothing
@@ -16,7 +16,7 @@
 
 use std::fs::File;
 
-use super::classify::{self, Parsed};
+use super::classify::Parsed;
 use super::plan::Change;
 use super::FileError;
 use crate::elf::patch::{self, Rewrite, Undo};
@@ -47,13 +47,12 @@ impl Original {
     }
 }
 
-/// The original `parsed` (the file as it is, open as `file`) was made from
-/// by our writer, when it provably was: `None` for every other file.
-pub(super) fn original(file: &File, parsed: &Parsed<'_>) -> Result<Option<Original>, FileError> {
+/// The original `parsed` (the file as it is, open as `file`) would have
+/// been made from if our writer made it: a candidate read from its undo
+/// record, `None` for a file without one. Only [`Original::made`] says
+/// whether it was.
+pub(super) fn candidate(file: &File, parsed: &Parsed<'_>) -> Result<Option<Original>, FileError> {
     let Some(undo) = patch::candidate(&parsed.elf) else {
-        return Ok(None);
-    };
-    let Ok(Some((value, tag))) = patch::current_path(&parsed.elf, &parsed.dynamic) else {
         return Ok(None);
     };
     // SAFETY: a private (copy-on-write) map: our writes to it never reach
@@ -66,13 +65,19 @@ pub(super) fn original(file: &File, parsed: &Parsed<'_>) -> Result<Option<Origin
             None => return Ok(None),
         }
     }
-    let original = Original { view, undo };
-    let ours = match classify::parse(original.bytes(), parsed.target()) {
-        Ok(Ok(o)) => {
-            patch::is_rewrite_of(&o.elf, &o.dynamic, &original.undo, parsed.elf.data, value, tag)
-                && patch::verify(&o.elf, parsed.elf.data, value, tag).is_ok()
-        }
-        _ => false,
-    };
-    Ok(ours.then_some(original))
+    Ok(Some(Original { view, undo }))
+}
+
+impl Original {
+    /// Whether our writer made `parsed` (the file as it is) from this
+    /// original, `o` (its [`Original::bytes`], parsed): the writer given `o`
+    /// and the file's search path reproduces every byte of the file, and
+    /// the file verifies against `o`.
+    pub(super) fn made(&self, o: &Parsed<'_>, parsed: &Parsed<'_>) -> bool {
+        let Ok(Some((value, tag))) = patch::current_path(&parsed.elf, &parsed.dynamic) else {
+            return false;
+        };
+        patch::is_rewrite_of(&o.elf, &o.dynamic, &self.undo, parsed.elf.data, value, tag)
+            && patch::verify(&o.elf, parsed.elf.data, value, tag).is_ok()
+    }
 }
