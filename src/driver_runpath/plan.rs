@@ -75,7 +75,7 @@ impl Config {
     ) -> (runpath::Options, DriverRule) {
         let (entry, rule) = self.driver.entry_for(machine);
         if self.append_origin {
-            append.insert(0, b"$ORIGIN".to_vec());
+            append.insert(0, runpath::ORIGIN.to_vec());
         }
         let opts = runpath::Options {
             driver_entry: entry,

@@ -217,6 +217,9 @@ pub fn plan_steps(current: Option<(&[u8], Tag)>, opts: &Options) -> Planned {
     Planned { plan, stub_steps }
 }
 
+/// The entry `--append-origin` appends (buildRedist's `appendRunpaths`).
+pub const ORIGIN: &[u8] = b"$ORIGIN";
+
 /// Moves `$ORIGIN` to the front of the entries our runs appended: the
 /// longest tail of `list` holding none of the original's entries (`made_from`)
 /// and none of the `prepended` ones.
@@ -228,7 +231,7 @@ fn origin_first_among_appended(
     let original: Vec<&[u8]> = made_from.split(|&b| b == b':').collect();
     let appended = |e: &&[u8]| !original.contains(e) && !prepended.contains(&Some(*e));
     let from = list.len() - list.iter().rev().take_while(|e| appended(e)).count();
-    if let Some(at) = list[from..].iter().position(|e| *e == b"$ORIGIN") {
+    if let Some(at) = list[from..].iter().position(|e| *e == ORIGIN) {
         let origin = list.remove(from + at);
         list.insert(from, origin);
     }
