@@ -309,7 +309,6 @@ pub fn interesting(head: &[u8]) -> bool {
 /// otherwise a FIFO or a device (a root given by the user) is neither read
 /// nor opened, only a regular file is.
 fn sniff(path: &Path, walked: bool) -> std::io::Result<Option<std::fs::File>> {
-    use std::os::unix::fs::FileExt;
     let file = if walked {
         host::open_walked(path)?
     } else {
@@ -319,17 +318,7 @@ fn sniff(path: &Path, walked: bool) -> std::io::Result<Option<std::fs::File>> {
         host::open_regular(path)?
     };
     let mut head = [0u8; 8];
-    let mut n = 0;
-    // A short read of a regular file is rare but allowed: read until the
-    // eight bytes or the end.
-    while n < head.len() {
-        match file.read_at(&mut head[n..], n as u64) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    let n = crate::fs::mapped::read_full_at(&file, &mut head, 0)?;
     Ok(interesting(&head[..n]).then_some(file))
 }
 

@@ -7,10 +7,11 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use super::{read_full_at, FileError};
+use super::FileError;
 use crate::elf::classify::{self, Skip};
 use crate::elf::machine::Target;
 use crate::elf::{Dynamic, Elf, ElfError, MAGIC};
+use crate::fs::mapped::read_full_at;
 
 /// The skips decided without parsing: the magic number and the name.
 pub(super) fn skip_before_parse(file: &File, path: &Path) -> io::Result<Option<Skip>> {

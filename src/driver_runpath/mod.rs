@@ -24,7 +24,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -168,21 +168,6 @@ fn process_inner(
     report.in_place = write::commit(pending, &meta, links, cfg.sync)?;
     report.action = Action::Patched;
     Ok(())
-}
-
-/// Reads into `buf` from `offset` until it is full or the file ends; the
-/// count read.
-fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], offset + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
 }
 
 /// Runs over `outputs`: walks, processes every inode once (in parallel) and

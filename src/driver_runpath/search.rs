@@ -156,7 +156,7 @@ impl SearchFolders {
         let read = || -> Option<Target> {
             let file = File::open(self.folders[index].path.join(name)).ok()?;
             let mut head = [0u8; 20];
-            let n = super::read_full_at(&file, &mut head, 0).ok()?;
+            let n = crate::fs::mapped::read_full_at(&file, &mut head, 0).ok()?;
             (head[..n].starts_with(crate::elf::MAGIC)).then(|| Target::peek(&head[..n])).flatten()
         };
         let found = read();

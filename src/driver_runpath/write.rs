@@ -10,13 +10,14 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::plan::Change;
-use super::{read_full_at, FileError};
+use super::FileError;
 use crate::elf::patch::{self, Edit, Piece};
 use crate::elf::runpath::Tag;
 use crate::elf::{Elf, ElfError};
 use crate::error::PathError;
 use crate::fs::atomic::Replacement;
 use crate::fs::mapped;
+use crate::fs::mapped::read_full_at;
 use crate::fs::side::Journal;
 use crate::fs::xattr;
 

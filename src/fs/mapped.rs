@@ -47,19 +47,26 @@ pub fn read_or_map(file: &File, len: u64) -> io::Result<Mapped> {
         // SAFETY: as in `map_file`.
         return Ok(Mapped::from(unsafe { memmap2::Mmap::map(file)? }));
     }
-    use std::os::unix::fs::FileExt;
     let mut buf = vec![0u8; len as usize];
+    let done = read_full_at(file, &mut buf, 0)?;
+    buf.truncate(done);
+    Ok(Mapped(Bytes::Read(buf)))
+}
+
+/// Reads into `buf` from `offset` until it is full or the file ends (a
+/// short read of a regular file is rare but allowed); the count read.
+pub fn read_full_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
     let mut done = 0;
     while done < buf.len() {
-        match file.read_at(&mut buf[done..], done as u64) {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
             Ok(0) => break,
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    buf.truncate(done);
-    Ok(Mapped(Bytes::Read(buf)))
+    Ok(done)
 }
 
 impl Mapped {
